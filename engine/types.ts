@@ -1,0 +1,88 @@
+import type { Failure } from './failure.ts';
+import type { Result } from './result.ts';
+
+/** Tool versions a stage may depend on; their values enter the stage key. */
+export type Tool = 'node' | 'python' | 'torch';
+
+/**
+ * How the engine treats a stage's outputs.
+ * - `content`: written to a temp dir, renamed into a content-addressed store, kept in the run cache.
+ * - `uncached`: written to a temp dir and renamed into place, but never restored from the run cache
+ *   (for stages whose inputs are not fully declared, e.g. ones that measure a live server).
+ * - `in-place`: built where it lives, under the workspace lock (the Python virtual environment: a venv
+ *   cannot be moved once built). Never in the run cache.
+ */
+export type OutputMode = 'content' | 'uncached' | 'in-place';
+
+/** What a stage's `run` receives. Everything a stage reads or writes goes through here. */
+export interface StageContext<P> {
+  /** The stage's own name. */
+  readonly stage: string;
+  /** The selected profile's name (`tiny`, `smol`, `qwen3.5-4b`). */
+  readonly profile: string;
+  /** The stage's own section of the profile, validated against its schema. */
+  readonly params: P;
+  /** Repository root: code, profiles, schemas, python/. */
+  readonly root: string;
+  /** Workspace root: the directory holding `.ternforge/` (the repository root unless `--workdir`). */
+  readonly workdir: string;
+  /** An empty directory the stage writes all its outputs into (for `in-place`: the final directory). */
+  readonly out: string;
+  /** The committed output directory of a direct upstream stage (read-only). */
+  upstream(stage: string): string;
+  /** The Python interpreter of the workers' virtual environment. */
+  readonly python: string;
+  /**
+   * Run `python -m ternforge <command> --config <json file>` in the workers' environment.
+   * Stdout carries JSON-lines events (returned in order, progress shown live), stderr carries logs
+   * (kept in the stage log). A non-zero exit becomes `worker-failed` with the tail of stderr.
+   */
+  worker(command: string, config: unknown): Promise<Result<WorkerEvent[], Failure>>;
+  /** One line of the stage's log (shown, and kept in its evidence record). */
+  log(line: string): void;
+  /** Fires on SIGINT/SIGTERM; long stages check it. */
+  readonly signal: AbortSignal;
+}
+
+/** One JSON-lines event a worker printed on stdout: `{"event": "...", ...}`. */
+export interface WorkerEvent {
+  event: string;
+  [field: string]: unknown;
+}
+
+/** What a stage may report back besides its files: figures for its evidence record. */
+export interface StageOutcome {
+  /** Free-form figures (counts, metrics, timings) kept in the evidence record. */
+  summary?: Record<string, unknown>;
+}
+
+/** A stage as declared in `stages/<name>.ts`. Edges are declared in `pipeline.ts`, not here. */
+export interface StageDef<P = unknown> {
+  /** kebab-case, equal to the file name in `stages/`. */
+  readonly name: string;
+  /** One line for `dag` and `--help`. */
+  readonly summary: string;
+  /** Repository-relative files or directories whose bytes enter the key (the stage's own code). */
+  readonly code: readonly string[];
+  /** Repository-relative path of the JSON Schema for this stage's profile section. */
+  readonly schema: string;
+  /** Declared input files outside the graph (absolute or repository-relative), given the params. */
+  inputs?(params: P, root: string): string[];
+  /** Tool versions that enter the key. */
+  readonly tools?: readonly Tool[];
+  /** See OutputMode. Default `content`. */
+  readonly outputs?: OutputMode;
+  /** Only fetch stages may touch the network. */
+  readonly network?: boolean;
+  run(ctx: StageContext<P>): Promise<Result<StageOutcome, Failure>>;
+}
+
+/** Identity helper that keeps the params type. */
+export function defineStage<P>(def: StageDef<P>): StageDef<P> {
+  return def;
+}
+
+/** An edge list: each stage with the stages it needs. Declared in `pipeline.ts`. */
+export interface PipelineDecl {
+  stages: ReadonlyArray<{ stage: StageDef<any>; needs: readonly string[] }>;
+}

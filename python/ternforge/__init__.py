@@ -1,0 +1,1 @@
+"""ternforge workers: the tensor math the TypeScript pipeline calls as `python -m ternforge <command>`."""

@@ -1,0 +1,53 @@
+/**
+ * Generate TypeScript types from every JSON Schema in schemas/ (the source of truth) into
+ * schemas/generated/. `--check` writes nothing and exits 1 when a generated file is stale.
+ */
+import { compileFromFile } from 'json-schema-to-typescript';
+import { readdir, readFile, writeFile, mkdir } from 'node:fs/promises';
+import { join, relative, basename } from 'node:path';
+
+const root = join(import.meta.dirname, '..');
+const schemaDir = join(root, 'schemas');
+const outDir = join(schemaDir, 'generated');
+
+async function schemaFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of (await readdir(dir, { withFileTypes: true })).sort((a, b) => a.name.localeCompare(b.name))) {
+    const p = join(dir, entry.name);
+    if (entry.isDirectory() && entry.name !== 'generated') out.push(...(await schemaFiles(p)));
+    else if (entry.name.endsWith('.schema.json')) out.push(p);
+  }
+  return out;
+}
+
+/** Generated text for one schema file. */
+export async function generate(file: string): Promise<{ path: string; text: string }> {
+  const name = basename(file, '.schema.json');
+  const text = await compileFromFile(file, {
+    cwd: schemaDir,
+    bannerComment: `/* Generated from schemas/${relative(schemaDir, file)} by scripts/gen-types.ts. Do not edit. */`,
+    declareExternallyReferenced: true,
+    additionalProperties: false,
+    style: { singleQuote: true, printWidth: 110 },
+  });
+  return { path: join(outDir, `${name}.ts`), text };
+}
+
+export async function generateAll(): Promise<Array<{ path: string; text: string }>> {
+  return Promise.all((await schemaFiles(schemaDir)).map(generate));
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const check = process.argv.includes('--check');
+  await mkdir(outDir, { recursive: true });
+  let stale = 0;
+  for (const { path, text } of await generateAll()) {
+    const current = await readFile(path, 'utf8').catch(() => null);
+    if (current === text) continue;
+    stale++;
+    if (check) console.error(`stale: ${relative(root, path)} (run npm run gen:types)`);
+    else await writeFile(path, text);
+  }
+  if (check && stale > 0) process.exit(1);
+  if (!check) console.log(`generated ${relative(root, outDir)}/ (${stale} changed)`);
+}

@@ -1,0 +1,3 @@
+import { placeholderStage } from './placeholder.ts';
+
+export const stage = placeholderStage('report', 'Gather evidence records, write the reviewer guide and HTML report', 'issue 6');

@@ -24,6 +24,18 @@ export type Failure =
   | { reason: 'stage-failed'; stage: string; detail: string; facts?: Record<string, unknown> }
   /** The user interrupted the run (SIGINT/SIGTERM). */
   | { reason: 'interrupted'; stage: string }
+  /** A question set broke a rule its schema cannot state (answer letter beyond the options, duplicate id). */
+  | { reason: 'eval-question-invalid'; path: string; id: string; detail: string }
+  /** A sweep (choosing a default) was given a question set whose role is not `selection`. */
+  | { reason: 'eval-role-refused'; path: string; set: string; role: string; allowed: string[] }
+  /** A sweep was configured with no values, a repeated value, or no sets. */
+  | { reason: 'sweep-invalid'; parameter: string; detail: string }
+  /** A stage's declared code file or directory does not exist. */
+  | { reason: 'missing-code'; stage: string; path: string }
+  /** The pipeline declaration is inconsistent (a `needs` or link naming no stage, a duplicate stage). */
+  | { reason: 'invalid-pipeline'; detail: string }
+  /** A stage left something in its outputs that is neither a file nor a directory. */
+  | { reason: 'unsupported-output'; stage: string; path: string; kind: string }
   /** Anything thrown inside a stage: a bug, reported with its stack. */
   | { reason: 'unknown-error-thrown'; stage: string; message: string; stack?: string };
 

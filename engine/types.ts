@@ -28,6 +28,8 @@ export interface StageContext<P> {
   readonly workdir: string;
   /** An empty directory the stage writes all its outputs into (for `in-place`: the final directory). */
   readonly out: string;
+  /** This run's stage key (sha256 of its StageKeyData); in-place stages record it to know they are done. */
+  readonly key: string;
   /** The committed output directory of a direct upstream stage (read-only). */
   upstream(stage: string): string;
   /** The Python interpreter of the workers' virtual environment. */
@@ -70,8 +72,23 @@ export interface StageDef<P = unknown> {
   inputs?(params: P, root: string): string[];
   /** Tool versions that enter the key. */
   readonly tools?: readonly Tool[];
+  /**
+   * Other facts about the environment that decide the outputs (e.g. the system Python's version for
+   * python-env); each name -> value enters the key under `facts`.
+   */
+  facts?(params: P, root: string): Promise<Record<string, string>>;
   /** See OutputMode. Default `content`. */
   readonly outputs?: OutputMode;
+  /**
+   * `in-place` stages only: the directory they build (default `.ternforge/<profile>/<stage>/outputs`),
+   * given the workdir.
+   */
+  dir?(workdir: string): string;
+  /**
+   * `in-place` stages only: a file inside their directory, written last, whose bytes stand for the
+   * outputs (its digest is the output digest; the stage is fresh only while it is unchanged).
+   */
+  readonly marker?: string;
   /** Only fetch stages may touch the network. */
   readonly network?: boolean;
   run(ctx: StageContext<P>): Promise<Result<StageOutcome, Failure>>;
@@ -85,4 +102,9 @@ export function defineStage<P>(def: StageDef<P>): StageDef<P> {
 /** An edge list: each stage with the stages it needs. Declared in `pipeline.ts`. */
 export interface PipelineDecl {
   stages: ReadonlyArray<{ stage: StageDef<any>; needs: readonly string[] }>;
+  /**
+   * Git-ignored symlinks at the workdir root pointing into the current profile's outputs, refreshed
+   * after every run: link name -> `<stage>/<path inside its outputs>`, e.g. `{ weights: 'pack/weights' }`.
+   */
+  links?: Readonly<Record<string, string>>;
 }

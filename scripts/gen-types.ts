@@ -4,7 +4,7 @@
  */
 import { compileFromFile } from 'json-schema-to-typescript';
 import { readdir, readFile, writeFile, mkdir } from 'node:fs/promises';
-import { join, relative, basename } from 'node:path';
+import { join, relative, basename, dirname } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
 const schemaDir = join(root, 'schemas');
@@ -24,7 +24,7 @@ async function schemaFiles(dir: string): Promise<string[]> {
 export async function generate(file: string): Promise<{ path: string; text: string }> {
   const name = basename(file, '.schema.json');
   const text = await compileFromFile(file, {
-    cwd: schemaDir,
+    cwd: dirname(file),
     bannerComment: `/* Generated from schemas/${relative(schemaDir, file)} by scripts/gen-types.ts. Do not edit. */`,
     declareExternallyReferenced: true,
     additionalProperties: false,

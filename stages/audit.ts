@@ -1,3 +1,32 @@
-import { placeholderStage } from './placeholder.ts';
+import { writeFile, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import { err, ok } from '../engine/result.ts';
+import { defineStage } from '../engine/types.ts';
+import type { AuditParams } from '../schemas/generated/audit.ts';
+import { auditSubmission, describeFailures } from '../lib/audit/audit.ts';
+import { loadSourceCheckpoint } from '../lib/audit/source.ts';
 
-export const stage = placeholderStage('audit', 'Independently verify the submission gates from the stored bytes', 'issue 3');
+/** Independent verifier of gates 1-3: pack's manifest and shards against fetch-model's own checkpoint. */
+export const stage = defineStage<AuditParams>({
+  name: 'audit',
+  summary: 'Independently verify the submission gates from the stored bytes',
+  code: ['stages/audit.ts', 'lib/audit', 'lib/safetensors', 'schemas/manifest.schema.json'],
+  schema: 'schemas/stages/audit.schema.json',
+  async run(ctx) {
+    const source = await loadSourceCheckpoint(join(ctx.upstream('fetch-model'), 'model'));
+    if (!source.ok) return err({ reason: 'stage-failed', stage: 'audit', detail: `source checkpoint unreadable: ${source.error.reason}`, facts: { ...source.error } });
+    const report = await auditSubmission(ctx.upstream('pack'), { source: source.value });
+    const path = join(ctx.out, 'audit.json');
+    await writeFile(`${path}.tmp`, `${JSON.stringify(report, null, 2)}\n`);
+    await rename(`${path}.tmp`, path);
+    const g = report.gates;
+    ctx.log(`ternary fraction ${g['ternary-fraction'].value.toFixed(4)}, stored/original ${g['stored-parameters'].ratio.toFixed(4)}, ${g['weight-audit'].violations} weight-audit violations`);
+    const summary = { pass: report.pass, failed_gates: report.failed_gates, ternary_fraction: g['ternary-fraction'].value, stored_ratio: g['stored-parameters'].ratio, audited_tensors: report.counts.tensors, original: report.counts.original, stored: report.counts.stored };
+    if (!report.pass) {
+      const lines = describeFailures(report);
+      for (const line of lines) ctx.log(line);
+      return err({ reason: 'stage-failed', stage: 'audit', detail: lines.join(' | '), facts: { ...summary, violations: report.violations.slice(0, 50) } });
+    }
+    return ok({ summary });
+  },
+});

@@ -1,3 +1,43 @@
-import { placeholderStage } from './placeholder.ts';
+import { err, ok } from '../engine/result.ts';
+import { defineStage } from '../engine/types.ts';
+import type { WorkerEvent } from '../engine/types.ts';
+import type { FetchModelParams } from '../schemas/generated/fetch-model.ts';
 
-export const stage = placeholderStage('fetch-model', 'Fetch or generate the source checkpoint and check its hashes', 'issue 3');
+/**
+ * fetch-model: the source checkpoint in one layout for every profile.
+ *   <out>/model/   config.json, generation_config.json, model.safetensors.index.json, model-0000K-of-0000N.safetensors,
+ *                  tokenizer.json, tokenizer_config.json, chat_template.jinja (when not inside tokenizer_config.json)
+ *   <out>/source.json   what was fetched, from where, every file's sha256 and size
+ * The work is the Python worker command `fetch-model` (python/ternforge/sources/); this file only maps the
+ * profile section onto its config and turns a `failure` event into a stage failure.
+ */
+export const stage = defineStage<FetchModelParams>({
+  name: 'fetch-model',
+  summary: 'Fetch or generate the source checkpoint and check its hashes',
+  code: [
+    'stages/fetch-model.ts',
+    'python/ternforge/__main__.py',
+    'python/ternforge/events.py',
+    'python/ternforge/sources',
+  ],
+  schema: 'schemas/stages/fetch-model.schema.json',
+  tools: ['python', 'torch'],
+  network: true,
+  async run(ctx) {
+    const result = await ctx.worker('fetch-model', { ...ctx.params, out_dir: ctx.out });
+    if (!result.ok) return result;
+    const failure = failureEvent(result.value);
+    if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });
+    const final = result.value.find((e) => e.event === 'result');
+    ctx.log(`fetch-model: ${ctx.params.source}: ${String(final?.['tensor_count'])} tensors, ${String(final?.['total_size'])} bytes`);
+    return ok({ summary: { source: ctx.params.source, tensor_count: final?.['tensor_count'], total_size: final?.['total_size'], origin: final?.['origin'] } });
+  },
+});
+
+/** The worker's `failure` event (an expected failure: bad revision, hash mismatch, ...), if any. */
+export function failureEvent(events: readonly WorkerEvent[]): { detail: string; facts: Record<string, unknown> } | undefined {
+  const f = events.find((e) => e.event === 'failure');
+  if (!f) return undefined;
+  const { event: _event, message, ...facts } = f;
+  return { detail: typeof message === 'string' ? message : String(f['reason']), facts };
+}

@@ -1,3 +1,114 @@
-import { placeholderStage } from './placeholder.ts';
+/**
+ * python-env: the Python workers' virtual environment, built in place from a pinned requirements file.
+ * A venv cannot be moved once built, so this stage is `in-place` (under the workspace lock, outside
+ * temp-and-rename and the run cache). Its directory is $TERNFORGE_VENV when set, else
+ * `<workdir>/.ternforge/venv`, shared by all profiles. Its key hashes the requirements file and the
+ * system Python's version. It writes `<venv>/ternforge-env.json` last; when that file already names
+ * this key, nothing is done.
+ *
+ * A venv this stage did not build (no ternforge-env.json) or one given by $TERNFORGE_VENV is never
+ * cleared: requirements are installed into it instead.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { prettyJson, sha256 } from '../engine/digest.ts';
+import { writeFileAtomicSync } from '../engine/fs-atomic.ts';
+import { engineSchemaSet } from '../engine/json-io.ts';
+import { err, ok, type Result } from '../engine/result.ts';
+import type { Failure } from '../engine/failure.ts';
+import { defineStage, type StageContext } from '../engine/types.ts';
+import { ENV_INFO_FILE, readEnvInfo, venvDir, venvPython, type PythonEnvInfo } from '../engine/venv.ts';
+import type { PythonEnvParams } from '../schemas/generated/python-env.ts';
 
-export const stage = placeholderStage('python-env', 'Build the Python workers' virtual environment from a pinned requirements file', 'issue 2');
+const DEFAULT_REQUIREMENTS = 'python/requirements.txt';
+/** The interpreter that creates the venv. */
+const SYSTEM_PYTHON = process.env.TERNFORGE_SYSTEM_PYTHON || 'python3';
+
+function requirementsPath(p: PythonEnvParams): string {
+  return p.requirements ?? DEFAULT_REQUIREMENTS;
+}
+
+/** Run a command, streaming every output line into the stage log; the last lines on failure. */
+function exec(ctx: StageContext<PythonEnvParams>, cmd: string, args: string[]): Promise<Result<string[], Failure>> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PIP_DISABLE_PIP_VERSION_CHECK: '1' } });
+    const lines: string[] = [];
+    const onAbort = (): void => void child.kill('SIGTERM');
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+    for (const stream of [child.stdout, child.stderr]) {
+      createInterface({ input: stream }).on('line', (line) => {
+        lines.push(line);
+        ctx.log(line);
+      });
+    }
+    child.once('error', (e) => resolve(err({ reason: 'worker-failed', stage: ctx.stage, command: [cmd, ...args].join(' '), exitCode: null, signal: null, stderrTail: e.message })));
+    child.once('close', (code, signal) => {
+      ctx.signal.removeEventListener('abort', onAbort);
+      if (code === 0) resolve(ok(lines));
+      else resolve(err({ reason: 'worker-failed', stage: ctx.stage, command: [cmd, ...args].join(' '), exitCode: code, signal, stderrTail: lines.slice(-40).join('\n') }));
+    });
+  });
+}
+
+/** The system Python's version line: it enters the key. */
+function systemPythonVersion(): Promise<string> {
+  return new Promise((resolve) => {
+    const child = spawn(SYSTEM_PYTHON, ['-c', 'import sys; print(sys.version.split()[0], sys.executable)'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.once('error', () => resolve('absent'));
+    child.once('close', () => resolve(out.trim() || 'absent'));
+  });
+}
+
+const VERSIONS_SCRIPT = [
+  'import json, platform',
+  'from importlib import metadata',
+  'def v(n):',
+  '    try: return metadata.version(n)',
+  '    except metadata.PackageNotFoundError: return None',
+  'print(json.dumps({"python": platform.python_version(), "torch": v("torch"), "transformers": v("transformers")}))',
+].join('\n');
+
+export const stage = defineStage<PythonEnvParams>({
+  name: 'python-env',
+  summary: "Build the Python workers' virtual environment from a pinned requirements file",
+  code: ['stages/python-env.ts', 'engine/venv.ts'],
+  schema: 'schemas/stages/python-env.schema.json',
+  inputs: (p) => [requirementsPath(p)],
+  tools: ['node'],
+  outputs: 'in-place',
+  dir: venvDir,
+  marker: ENV_INFO_FILE,
+  facts: async () => ({ systemPython: await systemPythonVersion() }),
+  async run(ctx) {
+    const dir = ctx.out;
+    const schemas = engineSchemaSet();
+    const requirements = join(ctx.root, requirementsPath(ctx.params));
+    const before = readEnvInfo(dir, schemas);
+    if (before !== null && before.key === ctx.key && existsSync(venvPython(dir))) {
+      ctx.log(`${dir} already built for this key; nothing to do`);
+      return ok({ summary: { action: 'none', ...before } });
+    }
+    const ours = before !== null && !process.env.TERNFORGE_VENV;
+    const hasVenv = existsSync(join(dir, 'pyvenv.cfg'));
+    if (!hasVenv || ours) {
+      ctx.log(`${ours ? 'rebuilding' : 'creating'} ${dir}`);
+      const made = await exec(ctx, SYSTEM_PYTHON, ['-m', 'venv', ...(ours ? ['--clear'] : []), dir]);
+      if (!made.ok) return made;
+    } else {
+      ctx.log(`${dir} is a venv this stage did not build: installing into it, never clearing it`);
+    }
+    const pip = await exec(ctx, venvPython(dir), ['-m', 'pip', 'install', '--progress-bar', 'off', '-r', requirements]);
+    if (!pip.ok) return pip;
+    const versions = await exec(ctx, venvPython(dir), ['-c', VERSIONS_SCRIPT]);
+    if (!versions.ok) return versions;
+    const found = JSON.parse(versions.value.at(-1) ?? '{}') as Omit<PythonEnvInfo, 'schema' | 'key' | 'requirements'>;
+    const info: PythonEnvInfo = { schema: 1, key: ctx.key, python: found.python, torch: found.torch, transformers: found.transformers, requirements: sha256(readFileSync(requirements)) };
+    // Last: the marker that says this venv is built for this key.
+    writeFileAtomicSync(join(dir, ENV_INFO_FILE), prettyJson(info));
+    return ok({ summary: { action: hasVenv && !ours ? 'installed-into-existing' : 'built', ...info } });
+  },
+});

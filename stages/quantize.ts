@@ -1,3 +1,48 @@
-import { placeholderStage } from './placeholder.ts';
+import { join } from 'node:path';
+import { err, ok } from '../engine/result.ts';
+import { defineStage } from '../engine/types.ts';
+import type { QuantizeParams } from '../schemas/generated/quantize.ts';
+import { failureEvent } from './fetch-model.ts';
 
-export const stage = placeholderStage('quantize', 'Quantize the checkpoint to ternary codes and scales (interchange format)', 'issue 3');
+/**
+ * quantize: the fetched checkpoint to the quantize -> pack interchange (DESIGN.md section 2):
+ *   <out>/index.json, <out>/interchange-0000K-of-0000N.safetensors, <out>/quantize_report.json
+ * The work is the Python worker command `quantize` (python/ternforge/quant/); the method is a table lookup
+ * there, so this stage does not change when methods are added.
+ */
+export const stage = defineStage<QuantizeParams>({
+  name: 'quantize',
+  summary: 'Quantize the checkpoint to ternary codes and scales (interchange format)',
+  code: [
+    'stages/quantize.ts',
+    'stages/fetch-model.ts',
+    'python/ternforge/__main__.py',
+    'python/ternforge/events.py',
+    'python/ternforge/quant',
+    'python/ternforge/sources/checkpoint.py',
+  ],
+  schema: 'schemas/stages/quantize.schema.json',
+  tools: ['python', 'torch'],
+  async run(ctx) {
+    const fetched = ctx.upstream('fetch-model');
+    const result = await ctx.worker('quantize', {
+      ...ctx.params,
+      model_dir: join(fetched, 'model'),
+      source_json: join(fetched, 'source.json'),
+      out_dir: ctx.out,
+    });
+    if (!result.ok) return result;
+    const failure = failureEvent(result.value);
+    if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });
+    const final = result.value.find((e) => e.event === 'result');
+    return ok({
+      summary: {
+        method: ctx.params.method,
+        group_size: ctx.params.group_size,
+        files: final?.['files'],
+        totals: final?.['totals'],
+        ternary_fraction_incl_embedding: final?.['ternary_fraction_incl_embedding'],
+      },
+    });
+  },
+});

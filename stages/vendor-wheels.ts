@@ -1,3 +1,144 @@
-import { placeholderStage } from './placeholder.ts';
+/**
+ * vendor-wheels: every Python wheel serve.sh installs offline, for the target platform.
+ *
+ * Resolves the pinned serving requirements (overrides applied) with uv for the profile's CPython
+ * version and manylinux platform, downloads each locked wheel once into a shared cache
+ * ($TERNFORGE_WHEEL_CACHE, default ~/.cache/ternforge/wheels; hard-linked from there), and succeeds only
+ * after proving that an offline install from `wheels/` alone resolves every requirement.
+ *
+ * Outputs: `wheels/*.whl`, `requirements-serve.lock.txt` (one exact pin per wheel with its sha256),
+ * `wheels.json` (schemas/wheels-record.schema.json).
+ */
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { prettyJson, sha256 } from '../engine/digest.ts';
+import type { Failure } from '../engine/failure.ts';
+import { err, ok, unreachable } from '../engine/result.ts';
+import { defineStage } from '../engine/types.ts';
+import { exec } from '../lib/submission/exec.ts';
+import { WHEELS_LOCK, WHEELS_RECORD } from '../lib/submission/layout.ts';
+import { pythonMinor, proveOfflineInstall } from '../lib/submission/wheel-proof.ts';
+import { abiTag, applyOverrides, ensureCached, lockText, resolveLock, vendorInto, wheelCacheDir, type WheelsFailure, type WheelTarget } from '../lib/submission/wheels.ts';
+import type { VendorWheelsParams } from '../schemas/generated/vendor-wheels.ts';
+import type { WheelsRecord } from '../schemas/generated/wheels-record.ts';
 
-export const stage = placeholderStage('vendor-wheels', 'Resolve and download the serving wheels for the target platform', 'issue 5');
+const DEFAULT_REQUIREMENTS = 'python/requirements-serve.txt';
+
+function requirementsPath(p: VendorWheelsParams): string {
+  return p.requirements ?? DEFAULT_REQUIREMENTS;
+}
+
+/** A WheelsFailure as the stage's Failure, naming the requirement or file. */
+function toFailure(stage: string, f: WheelsFailure, target: WheelTarget): Failure {
+  const where = `CPython ${target.pythonVersion} on ${target.platform}`;
+  switch (f.kind) {
+    case 'unresolvable':
+      return { reason: 'stage-failed', stage, detail: `the serving requirements do not resolve for ${where}${f.requirements.length > 0 ? `: no wheel for ${f.requirements.join(', ')}` : ''}`, facts: { blamed: f.requirements, resolver: f.detail } };
+    case 'wheel-unavailable':
+      return { reason: 'stage-failed', stage, detail: `wheel not found for ${where}: ${f.requirements.join(', ')}`, facts: { missing: f.requirements, pip: f.detail } };
+    case 'hash-mismatch':
+      return { reason: 'stage-failed', stage, detail: `${f.filename}: sha256 ${f.actual} is not one the index lists`, facts: { expected: f.expected } };
+    case 'tool-failed':
+      return { reason: 'stage-failed', stage, detail: `could not run ${f.command}: ${f.detail}` };
+    default:
+      return unreachable(f);
+  }
+}
+
+/** uv beside the workers' Python (pinned in python/requirements.txt), else on PATH. */
+function uvBeside(python: string): string {
+  const beside = join(dirname(python), 'uv');
+  return existsSync(beside) ? beside : 'uv';
+}
+
+export const stage = defineStage<VendorWheelsParams>({
+  name: 'vendor-wheels',
+  summary: 'Resolve the serving requirements for the target platform, download the wheels, prove an offline install',
+  code: ['stages/vendor-wheels.ts', 'lib/submission/wheels.ts', 'lib/submission/wheel-proof.ts', 'lib/submission/exec.ts', 'lib/submission/layout.ts'],
+  schema: 'schemas/stages/vendor-wheels.schema.json',
+  inputs: (p) => [requirementsPath(p)],
+  tools: ['node', 'python'],
+  network: true,
+  async run(ctx) {
+    const p = ctx.params;
+    const target: WheelTarget = { pythonVersion: p.python_version, platform: p.platform };
+    const findLinks = p.find_links ?? [];
+    const src = join(ctx.root, requirementsPath(p));
+    const srcText = readFileSync(src, 'utf8');
+    const { lines, replaced } = applyOverrides(srcText, p.overrides ?? []);
+    for (const r of replaced) ctx.log(`override: ${r}`);
+    // The resolver's input lives in the outputs' scratch name only while the stage runs.
+    const requirementsIn = join(ctx.out, '.requirements.in');
+    writeFileSync(requirementsIn, lines.join('\n') + '\n');
+    const uv = uvBeside(ctx.python);
+    const uvVersion = (await exec(uv, ['--version'])).stdout.trim().replace(/^uv\s+/, '').split(' ')[0] ?? 'unknown';
+    const sig = { signal: ctx.signal };
+    const index = p.index_url !== undefined ? { indexUrl: p.index_url } : {};
+
+    ctx.log(`resolving ${lines.length} requirement(s) for CPython ${target.pythonVersion} ${target.platform} with uv ${uvVersion}`);
+    const t0 = performance.now();
+    const resolved = await resolveLock({ uv, input: requirementsIn, target, findLinks, ...index, ...sig });
+    if (!resolved.ok) return err(toFailure(ctx.stage, resolved.error, target));
+    const pins = resolved.value;
+    const tResolve = performance.now() - t0;
+    ctx.log(`resolved ${pins.length} distributions in ${(tResolve / 1000).toFixed(1)} s`);
+
+    const cacheDir = wheelCacheDir();
+    const cached = await ensureCached({ python: ctx.python, cacheDir, pins, target, findLinks, ...index, ...sig, log: (l) => ctx.log(l) });
+    if (!cached.ok) return err(toFailure(ctx.stage, cached.error, target));
+    ctx.log(`cache ${cacheDir}: ${cached.value.hits} hit(s), ${cached.value.downloaded} downloaded`);
+
+    const wheelsDir = join(ctx.out, 'wheels');
+    const vendored = await vendorInto(wheelsDir, pins, cached.value.files);
+    if (!vendored.ok) return err(toFailure(ctx.stage, vendored.error, target));
+    const { wheels } = vendored.value;
+    const lockPath = join(ctx.out, WHEELS_LOCK);
+    const lock = lockText(wheels, [
+      `Locked by ternforge vendor-wheels for CPython ${target.pythonVersion} ${target.platform} (uv ${uvVersion}).`,
+      `Install offline: pip install --no-index --find-links wheels -r requirements-serve.txt`,
+    ]);
+    writeFileSync(lockPath, lock);
+
+    // The proof: the installer check runs pip with an interpreter of the target's version.
+    const candidates = [p.proof_python, ctx.python, `python${target.pythonVersion}`].filter((c): c is string => c !== undefined);
+    let proofPython: string | null = null;
+    for (const c of candidates) {
+      if ((await pythonMinor(c)) === target.pythonVersion) {
+        proofPython = c;
+        break;
+      }
+    }
+    const proof = await proveOfflineInstall({ uv, python: proofPython, requirementsIn, lock: lockPath, wheelsDir, target, wheels, ...sig });
+    for (const c of proof.checks) ctx.log(`proof ${c.check}: ${c.status}${c.detail !== undefined && c.status !== 'passed' ? `: ${c.detail}` : ''}`);
+    if (!proof.passed) {
+      const failed = proof.checks.filter((c) => c.status === 'failed');
+      const missing = [...new Set(failed.flatMap((c) => c.missing ?? []))];
+      return err({ reason: 'stage-failed', stage: ctx.stage, detail: `an offline install from wheels/ does not resolve${missing.length > 0 ? `: missing ${missing.join(', ')}` : ''} (${failed.map((c) => c.check).join(', ')} check failed)`, facts: Object.fromEntries(failed.map((c) => [c.check, c.detail ?? ''])) });
+    }
+
+    const record: WheelsRecord = {
+      format: 'ternforge-wheels/1',
+      target: { python_version: target.pythonVersion, platform: target.platform, implementation: 'cp', abi: abiTag(target.pythonVersion) },
+      requirements: { path: requirementsPath(p), sha256: sha256(srcText), lines, overrides: replaced },
+      resolver: { tool: 'uv', version: uvVersion },
+      lock: { file: WHEELS_LOCK, sha256: sha256(lock) },
+      wheels,
+      total_size: wheels.reduce((s, w) => s + w.size, 0),
+      proof: { passed: true, checks: proof.checks.map((c) => ({ check: c.check, status: c.status, ...(c.status === 'skipped' && c.detail !== undefined ? { detail: c.detail } : {}) })) },
+    };
+    writeFileSync(join(ctx.out, WHEELS_RECORD), prettyJson(record));
+    rmSync(requirementsIn);
+    return ok({
+      summary: {
+        wheels: wheels.length,
+        total_size: record.total_size,
+        resolve_s: Number((tResolve / 1000).toFixed(2)),
+        cache: { dir: cacheDir, hits: cached.value.hits, downloaded: cached.value.downloaded },
+        linked: vendored.value.linked,
+        copied: vendored.value.copied,
+        proof: proof.checks.map((c) => ({ check: c.check, status: c.status, ...(c.command !== undefined ? { command: c.command } : {}) })),
+        proof_python: proofPython,
+      },
+    });
+  },
+});

@@ -15,6 +15,8 @@ from .events import emit, log
 
 COMMANDS: dict[str, str] = {
     # "gen-tiny": "ternforge.sources.tiny:main",
+    "fetch-model": "ternforge.sources.fetch:main",
+    "quantize": "ternforge.quant.run:main",
 }
 
 

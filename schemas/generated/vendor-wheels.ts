@@ -1,6 +1,35 @@
 /* Generated from schemas/stages/vendor-wheels.schema.json by scripts/gen-types.ts. Do not edit. */
 
 /**
- * The profile section of the vendor-wheels stage.
+ * The profile section of the vendor-wheels stage: which requirements, for which target platform, from which sources.
  */
-export interface VendorWheelsParams {}
+export interface VendorWheelsParams {
+  /**
+   * Repository-relative pinned serving requirements (default python/requirements-serve.txt).
+   */
+  requirements?: string;
+  /**
+   * CPython minor version serve.sh will install for, e.g. 3.12 on the GPU box, 3.11 for the local CPU stack.
+   */
+  python_version: string;
+  /**
+   * Target platform in uv's spelling, e.g. x86_64-manylinux_2_28.
+   */
+  platform: string;
+  /**
+   * Exact pins that replace same-named lines of the requirements (e.g. torch==2.13.0+cpu for the local CPU stack).
+   */
+  overrides?: string[];
+  /**
+   * Extra local wheel directories the resolver and the download may use (e.g. /opt/wheels for the CPU torch build).
+   */
+  find_links?: string[];
+  /**
+   * Package index to resolve and download from (default: PyPI).
+   */
+  index_url?: string;
+  /**
+   * Interpreter of the target's version that runs pip's offline dry-run install (default: the workers' Python when its version matches, else python<X.Y> on PATH).
+   */
+  proof_python?: string;
+}

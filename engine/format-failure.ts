@@ -1,0 +1,49 @@
+/**
+ * The one place a Failure becomes text: an exhaustive switch over `reason`. Adding a variant to the
+ * Failure union without a case here fails the type check.
+ */
+import type { Failure } from './failure.ts';
+import { unreachable } from './result.ts';
+
+export function formatFailure(f: Failure): string {
+  switch (f.reason) {
+    case 'unknown-stage':
+      return `unknown stage "${f.stage}" (known: ${f.known.join(', ')})`;
+    case 'unknown-profile':
+      return `unknown profile "${f.profile}" (known: ${f.known.length > 0 ? f.known.join(', ') : 'none: profiles/ is empty'})`;
+    case 'cycle':
+      return `the pipeline has a cycle: ${f.path.join(' -> ')}`;
+    case 'missing-input':
+      return `stage ${f.stage}: declared input ${f.path} does not exist`;
+    case 'missing-code':
+      return `stage ${f.stage}: declared code ${f.path} does not exist`;
+    case 'invalid-json':
+      return `${f.path} is invalid:\n${f.errors.map((e) => `  ${e}`).join('\n')}`;
+    case 'workspace-locked':
+      return `the workspace is locked by pid ${f.ownerPid} (${f.ownerCommand}) since ${f.since}\n  lock file: ${f.lockPath}\n  wait for it with --wait, or stop that process`;
+    case 'worker-failed': {
+      const how = f.exitCode !== null ? `exited with code ${f.exitCode}` : f.signal !== null ? `was killed by ${f.signal}` : 'could not be started';
+      return `stage ${f.stage}: worker ${how}\n  command: ${f.command}\n--- last lines of its stderr ---\n${f.stderrTail}${f.stderrTail.endsWith('\n') || f.stderrTail === '' ? '' : '\n'}--- end ---`;
+    }
+    case 'not-implemented':
+      return `stage ${f.stage} is not implemented yet: ${f.detail}`;
+    case 'stage-failed':
+      return `stage ${f.stage} failed: ${f.detail}${f.facts === undefined ? '' : `\n${Object.entries(f.facts).map(([k, v]) => `  ${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`).join('\n')}`}`;
+    case 'interrupted':
+      return `interrupted during stage ${f.stage}; its previous outputs and lock entry are untouched`;
+    case 'invalid-pipeline':
+      return `invalid pipeline: ${f.detail}`;
+    case 'unsupported-output':
+      return `stage ${f.stage}: output ${f.path} is a ${f.kind}; outputs may hold only files and directories`;
+    case 'eval-question-invalid':
+      return `${f.path}: question ${f.id} is invalid: ${f.detail}`;
+    case 'eval-role-refused':
+      return `${f.path}: set ${f.set} has role "${f.role}"; a sweep accepts only ${f.allowed.join(', ')}`;
+    case 'sweep-invalid':
+      return `sweep of ${f.parameter} is invalid: ${f.detail}`;
+    case 'unknown-error-thrown':
+      return `stage ${f.stage} threw: ${f.message}${f.stack === undefined ? '' : `\n${f.stack}`}`;
+    default:
+      return unreachable(f);
+  }
+}

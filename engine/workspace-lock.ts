@@ -1,0 +1,91 @@
+/**
+ * One run per workspace: `.ternforge/run.lock` holds {pid, hostname, command, since}. It is created
+ * atomically (written to a temp file, then hard-linked into place, which fails when it exists), so a
+ * reader never sees half a lock. A lock whose owner pid is dead on this host is taken over.
+ */
+import { linkSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { dirname } from 'node:path';
+import type { WorkspaceLock } from '../schemas/generated/workspace-lock.ts';
+import type { Failure } from './failure.ts';
+import { randomSuffix } from './fs-atomic.ts';
+import { ENGINE_SCHEMAS, readJsonFile, type SchemaSet } from './json-io.ts';
+import { err, ok, type Result } from './result.ts';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/** A held workspace lock. `release` is idempotent and only removes a lock this process owns. */
+export interface HeldLock {
+  release(): void;
+}
+
+export interface AcquireOptions {
+  command: string;
+  /** Poll until the lock is free instead of failing. */
+  wait: boolean;
+  /** Said on stderr (take-overs, waiting). */
+  note(line: string): void;
+}
+
+export async function acquireWorkspaceLock(path: string, schemas: SchemaSet, opts: AcquireOptions): Promise<Result<HeldLock, Failure>> {
+  mkdirSync(dirname(path), { recursive: true });
+  const mine: WorkspaceLock = { pid: process.pid, hostname: hostname(), command: opts.command, since: new Date().toISOString() };
+  const text = JSON.stringify(mine, null, 2) + '\n';
+  let announcedWait = false;
+  for (;;) {
+    const tmp = `${path}.tmp-${process.pid}-${randomSuffix()}`;
+    writeFileSync(tmp, text);
+    try {
+      linkSync(tmp, path);
+      rmSync(tmp, { force: true });
+      return ok(makeHeld(path, text));
+    } catch (e) {
+      rmSync(tmp, { force: true });
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    const read = readJsonFile<WorkspaceLock>(path, schemas, ENGINE_SCHEMAS.workspaceLock);
+    if (read.ok && read.value === null) continue; // released meanwhile
+    if (!read.ok) {
+      // Not written by a lock holder (the link makes a lock whole): stale garbage, take it over.
+      opts.note(`removing an unreadable workspace lock ${path}`);
+      rmSync(path, { force: true });
+      continue;
+    }
+    const owner = read.value!;
+    if (owner.hostname === mine.hostname && !alive(owner.pid)) {
+      opts.note(`taking over the workspace lock of dead process ${owner.pid} (${owner.command}, since ${owner.since})`);
+      // Only remove it if it is still the same dead owner's lock (another run may have taken it over).
+      const again = readJsonFile<WorkspaceLock>(path, schemas, ENGINE_SCHEMAS.workspaceLock);
+      if (again.ok && again.value !== null && again.value.pid === owner.pid && again.value.since === owner.since) rmSync(path, { force: true });
+      continue;
+    }
+    if (!opts.wait) return err({ reason: 'workspace-locked', lockPath: path, ownerPid: owner.pid, ownerCommand: owner.command, since: owner.since });
+    if (!announcedWait) {
+      opts.note(`waiting for the workspace lock held by pid ${owner.pid} (${owner.command}, since ${owner.since})`);
+      announcedWait = true;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+function makeHeld(path: string, text: string): HeldLock {
+  let held = true;
+  const release = (): void => {
+    if (!held) return;
+    held = false;
+    try {
+      if (readFileSync(path, 'utf8') === text) unlinkSync(path);
+    } catch {
+      /* already gone */
+    }
+  };
+  process.once('exit', release);
+  return { release };
+}

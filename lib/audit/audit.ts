@@ -1,0 +1,318 @@
+/**
+ * The independent audit of a submission directory (quantization_manifest.json + weights/) against its source
+ * checkpoint. It trusts nothing the writer says: the manifest is checked against its schema, each shard's
+ * size and sha256 are recomputed, every packed code byte is scanned for the invalid code 3, every key's dtype
+ * and shape are read from the stored headers, exemption is decided by name (never by the manifest's flag),
+ * and the gates count elements from the stored headers. It does not import lib/pack.
+ */
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Ajv } from 'ajv';
+import type { ManifestTensor, QuantizationManifest } from '../../schemas/generated/manifest.ts';
+import { openSafetensors, type SafetensorsFile } from '../safetensors/reader.ts';
+import { computeGates, STORED_RATIO_MAX, TERNARY_FRACTION_MIN, type CountedTensor, type GateFigures } from './gates.ts';
+import { ShardScanner, type CodeRange } from './scan.ts';
+import { isEmbeddingOrHead, isExemptName, textModelFilter, type SourceDescription } from './source.ts';
+
+export const MANIFEST_FILE = 'quantization_manifest.json';
+export type GateName = 'ternary-fraction' | 'stored-parameters' | 'weight-audit';
+export const GATES: readonly GateName[] = ['ternary-fraction', 'stored-parameters', 'weight-audit'];
+
+/** One finding; each names the gate it violates. */
+export interface Violation {
+  gate: GateName;
+  reason: string;
+  tensor?: string;
+  shard?: string;
+  expected?: string | number;
+  actual?: string | number;
+  detail?: string;
+}
+
+export interface TensorRow {
+  name: string;
+  encoding: string;
+  shape: number[];
+  /** In the gates' audited set. */
+  audited: boolean;
+  in_source: boolean;
+  original: number;
+  codes: number;
+  scales: number;
+  floats: number;
+}
+
+export interface ShardRow {
+  file: string;
+  size: number;
+  sha256: string | null;
+  size_ok: boolean;
+  sha256_ok: boolean;
+  code_bytes_scanned: number;
+}
+
+/** The audit's figures, written as `audit.json` / evidence. */
+export interface AuditReport {
+  format: 'ternforge-audit/1';
+  pass: boolean;
+  failed_gates: GateName[];
+  thresholds: { ternary_fraction_min: number; stored_ratio_max: number };
+  /** `checked` against the source's own tensor list, or `skipped` (no source given). */
+  source_coverage: 'checked' | 'skipped';
+  source: string | null;
+  gates: {
+    'ternary-fraction': { pass: boolean; value: number; threshold: number; margin: number };
+    'stored-parameters': { pass: boolean; stored: number; original: number; ratio: number; threshold: number; margin: number };
+    'weight-audit': { pass: boolean; violations: number };
+  };
+  counts: GateFigures & { manifest_tensors: number; exempt_tensors: number; excluded: string[]; source_text_tensors: number | null };
+  shards: ShardRow[];
+  violations: Violation[];
+  tensors: TensorRow[];
+}
+
+export interface AuditOptions {
+  /** The source checkpoint's own tensor list; null skips the coverage check (the gates then use the manifest's list). */
+  source: SourceDescription | null;
+}
+
+/** Audits `dir`. Never throws for bad submissions: every problem is a violation in the report. */
+export async function auditSubmission(dir: string, options: AuditOptions): Promise<AuditReport> {
+  const violations: Violation[] = [];
+  const v = (x: Violation): void => {
+    violations.push(x);
+  };
+  const manifestPath = join(dir, MANIFEST_FILE);
+  const manifest = await readManifest(manifestPath, v);
+  const shardRows: ShardRow[] = [];
+  const rows: TensorRow[] = [];
+  const open = new Map<string, SafetensorsFile>();
+  const scanner = new ShardScanner();
+  try {
+    if (manifest) {
+      await checkShards(dir, manifest, open, shardRows, v, scanner);
+      checkTensors(manifest, open, rows, v, options.source);
+      if (options.source) checkSource(manifest, options.source, rows, v);
+    }
+  } finally {
+    await scanner.close();
+    await Promise.all([...open.values()].map((f) => f.close()));
+  }
+  return buildReport(manifest, options.source, rows, shardRows, violations);
+}
+
+async function readManifest(path: string, v: (x: Violation) => void): Promise<QuantizationManifest | null> {
+  let json: unknown;
+  try {
+    json = JSON.parse(await readFile(path, 'utf8'));
+  } catch (e) {
+    v({ gate: 'weight-audit', reason: 'manifest-unreadable', detail: `${path}: ${(e as Error).message}` });
+    return null;
+  }
+  const schema = JSON.parse(await readFile(join(import.meta.dirname, '../../schemas/manifest.schema.json'), 'utf8')) as object;
+  const validate = new Ajv({ allErrors: true }).compile<QuantizationManifest>(schema);
+  if (!validate(json)) {
+    for (const e of validate.errors ?? []) v({ gate: 'weight-audit', reason: 'manifest-invalid', detail: `${e.instancePath || '/'} ${e.message ?? ''}`.trim() });
+    return null;
+  }
+  return json;
+}
+
+/** Shard files: listed once, present, strict headers, size and sha256 recomputed, code bytes scanned. */
+async function checkShards(dir: string, manifest: QuantizationManifest, open: Map<string, SafetensorsFile>, out: ShardRow[], v: (x: Violation) => void, scanner: ShardScanner): Promise<void> {
+  const listed = new Set<string>();
+  for (const shard of manifest.shards) {
+    if (listed.has(shard.file)) v({ gate: 'weight-audit', reason: 'duplicate-shard', shard: shard.file });
+    listed.add(shard.file);
+  }
+  const onDisk = await readdir(join(dir, 'weights')).catch(() => [] as string[]);
+  for (const name of onDisk.sort()) {
+    if (name.endsWith('.safetensors') && !listed.has(`weights/${name}`)) v({ gate: 'weight-audit', reason: 'unlisted-shard', shard: `weights/${name}`, detail: 'a weights file the manifest does not list' });
+  }
+  // Which byte ranges of each shard hold packed codes, from the stored headers (opened first).
+  for (const shard of manifest.shards) {
+    if (open.has(shard.file)) continue;
+    const f = await openSafetensors(join(dir, shard.file));
+    if (!f.ok) {
+      const reason = f.error.reason === 'io-error' ? 'shard-missing' : 'shard-invalid';
+      v({ gate: 'weight-audit', reason, shard: shard.file, detail: f.error.message });
+      out.push({ file: shard.file, size: shard.size, sha256: null, size_ok: false, sha256_ok: false, code_bytes_scanned: 0 });
+      continue;
+    }
+    open.set(shard.file, f.value);
+  }
+  const rangesByShard = new Map<string, CodeRange[]>();
+  for (const [name, t] of Object.entries(manifest.tensors)) {
+    if (t.encoding !== 'packed_2bit' || t.codes_key === undefined) continue;
+    const f = open.get(t.shard);
+    const info = f?.get(t.codes_key);
+    if (!f || !info || info.dtype !== 'U8') continue;
+    const [begin, end] = f.absoluteRange(info);
+    const list = rangesByShard.get(t.shard) ?? [];
+    if (!list.some((r) => r.begin === begin)) list.push({ tensor: name, begin, end });
+    rangesByShard.set(t.shard, list);
+  }
+  for (const shard of manifest.shards) {
+    const f = open.get(shard.file);
+    if (!f || out.some((r) => r.file === shard.file)) continue;
+    const scan = await scanner.scan(f.path, rangesByShard.get(shard.file) ?? []);
+    const row: ShardRow = { file: shard.file, size: scan.size, sha256: scan.sha256, size_ok: scan.size === shard.size, sha256_ok: scan.sha256 === shard.sha256, code_bytes_scanned: scan.codeBytes };
+    out.push(row);
+    if (!row.size_ok) v({ gate: 'weight-audit', reason: 'shard-size-mismatch', shard: shard.file, expected: shard.size, actual: scan.size });
+    if (!row.sha256_ok) v({ gate: 'weight-audit', reason: 'shard-sha256-mismatch', shard: shard.file, expected: shard.sha256, actual: scan.sha256 });
+    for (const bad of scan.invalid) {
+      v({ gate: 'weight-audit', reason: 'invalid-code', tensor: bad.tensor, shard: shard.file, detail: `codes byte ${bad.byte} = 0x${bad.value.toString(16).padStart(2, '0')} holds the invalid code 3` });
+    }
+  }
+}
+
+/** Each manifest entry against the stored headers; fills the per-tensor counts (from stored bytes). */
+function checkTensors(manifest: QuantizationManifest, open: Map<string, SafetensorsFile>, rows: TensorRow[], v: (x: Violation) => void, source: SourceDescription | null): void {
+  const shardFiles = new Set(manifest.shards.map((s) => s.file));
+  const usedKeys = new Map<string, string>(); // "shard\0key" -> tensor
+  const sourceNames = source ? new Set(source.tensors.map((t) => t.name)) : null;
+  const isText = textModelFilter(source ? source.tensors.map((t) => t.name) : Object.keys(manifest.tensors));
+  for (const name of Object.keys(manifest.tensors).sort()) {
+    const t = manifest.tensors[name]!;
+    const row: TensorRow = { name, encoding: t.encoding, shape: t.shape, audited: false, in_source: sourceNames?.has(name) ?? true, original: 0, codes: 0, scales: 0, floats: 0 };
+    rows.push(row);
+    if (t.exempt === true && !isExemptName(name)) v({ gate: 'weight-audit', reason: 'false-exemption', tensor: name, detail: 'marked exempt but not under model.visual. or mtp.' });
+    if (!shardFiles.has(t.shard)) {
+      v({ gate: 'weight-audit', reason: 'unknown-shard', tensor: name, shard: t.shard });
+      continue;
+    }
+    const f = open.get(t.shard);
+    const useKey = (key: string | undefined, role: string): ReturnType<SafetensorsFile['get']> => {
+      if (key === undefined) {
+        v({ gate: 'weight-audit', reason: 'missing-key', tensor: name, shard: t.shard, detail: `${t.encoding} needs ${role}` });
+        return undefined;
+      }
+      const prior = usedKeys.get(`${t.shard}\0${key}`);
+      if (prior !== undefined) v({ gate: 'weight-audit', reason: 'key-shared', tensor: name, shard: t.shard, detail: `${key} is also ${prior}'s` });
+      usedKeys.set(`${t.shard}\0${key}`, name);
+      if (!f) return undefined; // the shard itself failed; already reported
+      const info = f.get(key);
+      if (!info) v({ gate: 'weight-audit', reason: 'key-not-in-shard', tensor: name, shard: t.shard, expected: key, actual: 'absent' });
+      return info;
+    };
+    if (t.encoding === 'packed_2bit') {
+      const codes = useKey(t.codes_key, 'codes_key');
+      const scale = useKey(t.scale_key, 'scale_key');
+      const [out, cols] = t.shape.length === 2 ? (t.shape as [number, number]) : [NaN, NaN];
+      if (t.shape.length !== 2) v({ gate: 'weight-audit', reason: 'packed-not-2d', tensor: name, expected: '[out, in]', actual: JSON.stringify(t.shape) });
+      const g = t.group_size;
+      const gOk = g !== undefined && g % 4 === 0 && g > 0 && cols % g === 0;
+      if (!gOk) v({ gate: 'weight-audit', reason: 'invalid-group-size', tensor: name, expected: `a multiple of 4 dividing ${cols}`, actual: g ?? 'absent' });
+      if (codes) {
+        const expected = `U8 ${JSON.stringify([out, cols / 4])}`;
+        const actual = `${codes.dtype} ${JSON.stringify(codes.shape)}`;
+        if (expected !== actual) v({ gate: 'weight-audit', reason: 'codes-shape-mismatch', tensor: name, shard: t.shard, expected, actual });
+        if (codes.dtype === 'U8' || codes.dtype === 'I8') row.codes = 4 * (codes.end - codes.begin);
+        else row.floats += numel(codes.shape);
+      }
+      if (scale) {
+        const expected = gOk ? `F32 ${JSON.stringify([out, cols / g!])}` : `F32 [${out}, ${cols}/g]`;
+        const actual = `${scale.dtype} ${JSON.stringify(scale.shape)}`;
+        if (expected !== actual) v({ gate: 'weight-audit', reason: 'scale-shape-mismatch', tensor: name, shard: t.shard, expected, actual });
+        row.scales = numel(scale.shape);
+      }
+    } else {
+      const data = useKey(t.data_key, 'data_key');
+      if (data) {
+        const expected = `${t.dtype} ${JSON.stringify(t.shape)}`;
+        const actual = `${data.dtype} ${JSON.stringify(data.shape)}`;
+        if (expected !== actual) v({ gate: 'weight-audit', reason: 'float-mismatch', tensor: name, shard: t.shard, expected, actual });
+        row.floats = numel(data.shape);
+      }
+    }
+    // In the gates' set: text model (decided by name), minus embedding and head. A stored tensor the source
+    // lacks counts wholly as float.
+    row.audited = !isExemptName(name) && !isEmbeddingOrHead(name) && (isText(name) || !row.in_source);
+    if (!row.in_source) {
+      row.floats += row.codes + row.scales;
+      row.codes = 0;
+      row.scales = 0;
+    }
+    row.original = row.in_source ? numel(t.shape) : 0;
+  }
+  // Stored tensors no manifest entry references: bytes the server would not load and the gates would not see.
+  for (const [file, f] of [...open].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    for (const key of f.names()) {
+      if (!usedKeys.has(`${file}\0${key}`)) v({ gate: 'weight-audit', reason: 'unreferenced-stored-tensor', shard: file, tensor: key });
+    }
+  }
+}
+
+/** Every text-model tensor of the source is in the manifest (or tied to one that is), with its shape and dtype. */
+function checkSource(manifest: QuantizationManifest, source: SourceDescription, rows: TensorRow[], v: (x: Violation) => void): void {
+  const tiedTo = new Map<string, string>();
+  for (const [name, t] of Object.entries(manifest.tensors)) for (const other of t.tied_to ?? []) tiedTo.set(other, name);
+  const isText = textModelFilter(source.tensors.map((t) => t.name));
+  const byName = new Map(rows.map((r) => [r.name, r]));
+  for (const s of [...source.tensors].sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    if (!isText(s.name)) continue;
+    const entry: ManifestTensor | undefined = manifest.tensors[s.name] ?? manifest.tensors[tiedTo.get(s.name) ?? ''];
+    if (!entry) {
+      v({ gate: 'weight-audit', reason: 'tensor-not-in-manifest', tensor: s.name, detail: `source ${s.dtype} ${JSON.stringify(s.shape)}` });
+      // Still in the gates' original count: a missing tensor must not shrink the audited set.
+      if (!isEmbeddingOrHead(s.name)) rows.push({ name: s.name, encoding: 'missing', shape: s.shape, audited: true, in_source: true, original: numel(s.shape), codes: 0, scales: 0, floats: 0 });
+      continue;
+    }
+    if (JSON.stringify(entry.shape) !== JSON.stringify(s.shape)) v({ gate: 'weight-audit', reason: 'source-shape-mismatch', tensor: s.name, expected: JSON.stringify(s.shape), actual: JSON.stringify(entry.shape) });
+    if (entry.dtype !== s.dtype) v({ gate: 'weight-audit', reason: 'source-dtype-mismatch', tensor: s.name, expected: s.dtype, actual: entry.dtype });
+    const row = byName.get(s.name);
+    if (row) row.original = numel(s.shape);
+  }
+  if (source.tieWordEmbeddings === true && !source.tensors.some((t) => t.name === 'lm_head.weight') && ![...tiedTo.keys()].includes('lm_head.weight')) {
+    v({ gate: 'weight-audit', reason: 'tied-head-unrecorded', tensor: 'lm_head.weight', detail: 'the source ties the head to the embedding; the manifest records no tied_to' });
+  }
+}
+
+function buildReport(manifest: QuantizationManifest | null, source: SourceDescription | null, rows: TensorRow[], shards: ShardRow[], violations: Violation[]): AuditReport {
+  const audited: CountedTensor[] = rows.filter((r) => r.audited);
+  const figures = computeGates(audited);
+  const valid = manifest !== null;
+  const gate1 = valid && figures.ternary_fraction_pass;
+  const gate2 = valid && figures.stored_ratio_pass;
+  if (valid && !gate1) violations.push({ gate: 'ternary-fraction', reason: 'ternary-fraction-too-low', expected: `> ${TERNARY_FRACTION_MIN}`, actual: figures.ternary_fraction });
+  if (valid && !gate2) violations.push({ gate: 'stored-parameters', reason: 'stored-ratio-too-high', expected: `<= ${STORED_RATIO_MAX}`, actual: figures.stored_ratio });
+  const gate3 = !violations.some((x) => x.gate === 'weight-audit');
+  const failed = GATES.filter((g) => !{ 'ternary-fraction': gate1, 'stored-parameters': gate2, 'weight-audit': gate3 }[g]);
+  const isText = source ? textModelFilter(source.tensors.map((t) => t.name)) : null;
+  return {
+    format: 'ternforge-audit/1',
+    pass: failed.length === 0,
+    failed_gates: failed,
+    thresholds: { ternary_fraction_min: TERNARY_FRACTION_MIN, stored_ratio_max: STORED_RATIO_MAX },
+    source_coverage: source ? 'checked' : 'skipped',
+    source: source?.origin ?? null,
+    gates: {
+      'ternary-fraction': { pass: gate1, value: figures.ternary_fraction, threshold: TERNARY_FRACTION_MIN, margin: figures.ternary_fraction_margin },
+      'stored-parameters': { pass: gate2, stored: figures.stored, original: figures.original, ratio: figures.stored_ratio, threshold: STORED_RATIO_MAX, margin: figures.stored_ratio_margin },
+      'weight-audit': { pass: gate3, violations: violations.filter((x) => x.gate === 'weight-audit').length },
+    },
+    counts: {
+      ...figures,
+      manifest_tensors: manifest ? Object.keys(manifest.tensors).length : 0,
+      exempt_tensors: rows.filter((r) => isExemptName(r.name)).length,
+      excluded: rows.filter((r) => !isExemptName(r.name) && isEmbeddingOrHead(r.name)).map((r) => r.name),
+      source_text_tensors: source && isText ? source.tensors.filter((t) => isText(t.name)).length : null,
+    },
+    shards,
+    violations,
+    tensors: rows.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+  };
+}
+
+function numel(shape: readonly number[]): number {
+  return shape.reduce((a, b) => a * b, 1);
+}
+
+/** One line per failed gate, naming its violations (for stage failures and the CLI). */
+export function describeFailures(report: AuditReport): string[] {
+  return report.failed_gates.map((g) => {
+    const list = report.violations.filter((x) => x.gate === g);
+    const shown = list.slice(0, 5).map((x) => [x.reason, x.tensor, x.shard, x.expected !== undefined ? `expected ${x.expected}` : undefined, x.actual !== undefined ? `actual ${x.actual}` : undefined].filter((p) => p !== undefined).join(' '));
+    return `gate ${g} failed: ${shown.join('; ')}${list.length > 5 ? `; and ${list.length - 5} more` : ''}`;
+  });
+}

@@ -1,0 +1,73 @@
+/**
+ * Gates 1 and 2 of DESIGN.md section 2, as arithmetic over counted elements. The thresholds are constants of
+ * the contract, the same for every profile.
+ *
+ * - ternary fraction = codes / (codes + scales + floats), which must exceed 0.95;
+ * - stored / original = (codes + scales + floats) / original, which must not exceed 1.1;
+ * counting elements, a packed byte as the four codes it holds.
+ */
+export const TERNARY_FRACTION_MIN = 0.95;
+export const STORED_RATIO_MAX = 1.1;
+
+/** One tensor of the audited set as counted from the stored bytes. */
+export interface CountedTensor {
+  name: string;
+  /** Elements of the source tensor (0 for a stored tensor the source lacks). */
+  original: number;
+  /** Ternary weights stored as codes (4 per packed byte). */
+  codes: number;
+  /** Scale elements. */
+  scales: number;
+  /** Elements stored in float (a tensor the source lacks counts wholly here). */
+  floats: number;
+}
+
+export interface GateFigures {
+  tensors: number;
+  original: number;
+  codes: number;
+  scales: number;
+  floats: number;
+  stored: number;
+  ternary_fraction: number;
+  stored_ratio: number;
+  ternary_fraction_pass: boolean;
+  stored_ratio_pass: boolean;
+  /** ternary_fraction - 0.95 (positive: room left). */
+  ternary_fraction_margin: number;
+  /** 1.1 - stored_ratio (positive: room left). */
+  stored_ratio_margin: number;
+  /** Float elements that could still be added before gate 1 fails (negative: how many too many). */
+  float_headroom: number;
+}
+
+export function computeGates(rows: readonly CountedTensor[]): GateFigures {
+  let original = 0;
+  let codes = 0;
+  let scales = 0;
+  let floats = 0;
+  for (const r of rows) {
+    original += r.original;
+    codes += r.codes;
+    scales += r.scales;
+    floats += r.floats;
+  }
+  const stored = codes + scales + floats;
+  const fraction = stored === 0 ? 0 : codes / stored;
+  const ratio = original === 0 ? (stored === 0 ? 0 : Infinity) : stored / original;
+  return {
+    tensors: rows.length,
+    original,
+    codes,
+    scales,
+    floats,
+    stored,
+    ternary_fraction: fraction,
+    stored_ratio: ratio,
+    ternary_fraction_pass: fraction > TERNARY_FRACTION_MIN,
+    stored_ratio_pass: stored <= STORED_RATIO_MAX * original,
+    ternary_fraction_margin: fraction - TERNARY_FRACTION_MIN,
+    stored_ratio_margin: STORED_RATIO_MAX - ratio,
+    float_headroom: Math.floor(codes / TERNARY_FRACTION_MIN - stored),
+  };
+}

@@ -1,0 +1,62 @@
+/**
+ * The submission directory's layout (DESIGN.md section 2), written once. emit assembles exactly this,
+ * smoke-serve and the tests read it from here.
+ *
+ *   serve.sh                       offline entrypoint (from serve/serve.sh)
+ *   server/ternforge_server/       server code (from python/ternforge_server/, no __pycache__)
+ *   requirements-serve.txt         the locked serving requirements (vendor-wheels' lock)
+ *   quantization_manifest.json     from pack
+ *   weights/*.safetensors          from pack
+ *   architecture.json              written by emit (schemas/architecture.schema.json)
+ *   config.json, generation_config.json, tokenizer files, chat template   from fetch-model's model/
+ *   wheels/*.whl                   from vendor-wheels
+ *   evidence/audit.json, evidence/source.json, evidence/wheels.json
+ */
+
+/** Entrypoint, at the root. */
+export const SERVE_SH = 'serve.sh';
+/** Where the server package lives in the submission (serve.sh puts `server/` on PYTHONPATH). */
+export const SERVER_DIR = 'server';
+/** The server's Python package name. */
+export const SERVER_PACKAGE = 'ternforge_server';
+/** The locked requirements serve.sh installs, at the root. */
+export const REQUIREMENTS = 'requirements-serve.txt';
+export const MANIFEST = 'quantization_manifest.json';
+export const ARCHITECTURE = 'architecture.json';
+export const WEIGHTS_DIR = 'weights';
+export const WHEELS_DIR = 'wheels';
+export const EVIDENCE_DIR = 'evidence';
+
+/** vendor-wheels' own outputs. */
+export const WHEELS_LOCK = 'requirements-serve.lock.txt';
+export const WHEELS_RECORD = 'wheels.json';
+
+/**
+ * Files taken from fetch-model's `model/` when present: config, tokenizer and chat template, never
+ * float weights or their index. `required` ones must exist.
+ */
+export const MODEL_FILES: ReadonlyArray<{ name: string; required: boolean }> = [
+  { name: 'config.json', required: true },
+  { name: 'generation_config.json', required: false },
+  { name: 'tokenizer.json', required: true },
+  { name: 'tokenizer_config.json', required: true },
+  { name: 'chat_template.jinja', required: false },
+  { name: 'chat_template.json', required: false },
+  { name: 'special_tokens_map.json', required: false },
+  { name: 'added_tokens.json', required: false },
+  { name: 'vocab.json', required: false },
+  { name: 'merges.txt', required: false },
+];
+
+/** evidence/ as emit writes it: name in evidence/ <- (upstream stage, path in its outputs). */
+export const EVIDENCE_FILES: ReadonlyArray<{ name: string; stage: string; path: string }> = [
+  { name: 'audit.json', stage: 'audit', path: 'audit.json' },
+  { name: 'source.json', stage: 'fetch-model', path: 'source.json' },
+  { name: 'wheels.json', stage: 'vendor-wheels', path: WHEELS_RECORD },
+];
+
+/** Names never copied with the server code. */
+export const SERVER_CODE_EXCLUDED = ['__pycache__', '.pytest_cache'];
+export function isServerCodeFile(name: string): boolean {
+  return !SERVER_CODE_EXCLUDED.includes(name) && !name.endsWith('.pyc') && !name.endsWith('.pyo');
+}

@@ -1,0 +1,176 @@
+"""`python -m ternforge quality --config <json>`: how far the packed model is from full precision.
+
+Config:
+    pack_dir        pack's output: quantization_manifest.json and weights/
+    model_dir       fetch-model's `model/`: the full-precision reference, and the config.json, tokenizer
+                    and chat template files the loader reads beside the manifest
+    calib_dir       fetch-calib's output: the `heldout` role is measured (never calibration text)
+    out             where quality.json goes
+    seq_len, sequences, batch_size, device, dtype
+
+The packed model is loaded by the server's own loader (`ternforge_server.loader.load_model`), so the
+numbers describe exactly the weights that will be served. Measured on the held-out sequences:
+- perplexity of both models and their ratio;
+- top-1 next-token agreement (share of positions where both argmax tokens are equal);
+- mean KL(full precision || packed) of the next-token distributions;
+and per tensor, straight from the packed shards against the source checkpoint: relative Frobenius error
+||W - T*s|| / ||W|| and the share of zero codes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .events import emit, log
+
+
+def _logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    out = model(input_ids=ids, use_cache=False)
+    return (out.logits if hasattr(out, "logits") else out[0]).float()
+
+
+@torch.no_grad()
+def compare(reference: torch.nn.Module, candidate: torch.nn.Module | None, seqs: torch.Tensor,
+            batch_size: int, device: str = "cpu") -> dict[str, float]:
+    """Perplexities, top-1 agreement and KL(reference || candidate) on [n, seq_len] sequences."""
+    nll_ref = nll_cand = kl = 0.0
+    agree = positions = 0
+    for i in range(0, seqs.shape[0], batch_size):
+        ids = seqs[i:i + batch_size].to(device)
+        target = ids[:, 1:].reshape(-1)
+        lr = _logits(reference, ids)[:, :-1]
+        lr = lr.reshape(-1, lr.shape[-1])
+        nll_ref += float(F.cross_entropy(lr, target, reduction="sum"))
+        positions += target.numel()
+        if candidate is not None:
+            lc = _logits(candidate, ids)[:, :-1].reshape(-1, lr.shape[-1])
+            nll_cand += float(F.cross_entropy(lc, target, reduction="sum"))
+            agree += int((lr.argmax(-1) == lc.argmax(-1)).sum())
+            kl += float(F.kl_div(F.log_softmax(lc, -1), F.log_softmax(lr, -1), log_target=True, reduction="sum"))
+    res = {"positions": positions, "ppl_reference": math.exp(nll_ref / positions)}
+    if candidate is not None:
+        res.update({"ppl": math.exp(nll_cand / positions), "top1_agreement": agree / positions,
+                    "kl": kl / positions})
+        res["ppl_ratio"] = res["ppl"] / res["ppl_reference"]
+    return res
+
+
+@torch.no_grad()
+def perplexity(model: torch.nn.Module, seqs: torch.Tensor, batch_size: int, device: str = "cpu") -> float:
+    nll, n = 0.0, 0
+    for i in range(0, seqs.shape[0], batch_size):
+        ids = seqs[i:i + batch_size].to(device)
+        logits = _logits(model, ids)[:, :-1]
+        nll += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum"))
+        n += ids[:, 1:].numel()
+    return math.exp(nll / n)
+
+
+def _loader_summary(report: Any) -> dict[str, Any] | None:
+    data = report.to_json() if hasattr(report, "to_json") else report
+    if not isinstance(data, dict):
+        return None
+    return {"architecture": data.get("architecture"), "loaded_count": data.get("loaded_count"),
+            "shards": data.get("shards"), "phases": data.get("phases")}
+
+
+def tensor_errors(submission_dir: str | Path, model_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Per packed tensor: relative Frobenius error against the source and the share of zero codes."""
+    from safetensors import safe_open
+
+    from ternforge_server.packing import dequantize, unpack_2bit
+
+    from .quant.capture import source_tensor_names
+
+    submission_dir, model_dir = Path(submission_dir), Path(model_dir)
+    manifest = json.loads((submission_dir / "quantization_manifest.json").read_text())
+    index = model_dir / "model.safetensors.index.json"
+    where = (json.loads(index.read_text())["weight_map"] if index.exists()
+             else {k: "model.safetensors" for k in source_tensor_names(model_dir)})
+    out: dict[str, dict[str, Any]] = {}
+    for name, t in sorted(manifest["tensors"].items()):
+        if t["encoding"] != "packed_2bit" or name not in where:
+            continue
+        with safe_open(str(submission_dir / t["shard"]), framework="pt") as sf:
+            codes = sf.get_tensor(t["codes_key"])
+            scale = sf.get_tensor(t["scale_key"])
+        with safe_open(str(model_dir / where[name]), framework="pt") as sf:
+            W = sf.get_tensor(name).float()
+        T = unpack_2bit(codes, int(t["shape"][1]))
+        W_r = dequantize(T, scale, int(t["group_size"]), torch.float32)
+        out[name] = {"rel_frobenius": float(torch.linalg.norm(W - W_r) / torch.linalg.norm(W).clamp(min=1e-30)),
+                     "zero_share": float((T == 0).float().mean())}
+    return out
+
+
+SUBMISSION_FILES_FROM_MODEL = ("config.json", "generation_config.json", "chat_template.jinja")
+
+
+def assemble_submission(pack_dir: str | Path, model_dir: str | Path, into: str | Path) -> Path:
+    """A submission-shaped directory of symbolic links: pack's manifest and weights/, fetch-model's config
+    and tokenizer files. Nothing is copied, so the loader reads exactly pack's bytes."""
+    pack_dir, model_dir, into = Path(pack_dir).resolve(), Path(model_dir).resolve(), Path(into)
+    into.mkdir(parents=True, exist_ok=True)
+    for name in ("quantization_manifest.json", "weights"):
+        (into / name).symlink_to(pack_dir / name)
+    for p in sorted(model_dir.iterdir()):
+        if p.name in SUBMISSION_FILES_FROM_MODEL or p.name.startswith(("tokenizer", "special_tokens", "vocab", "merges")):
+            (into / p.name).symlink_to(p)
+    return into
+
+
+def main(config: dict[str, Any]) -> dict[str, Any]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ternforge-quality-") as tmp:
+        sub = assemble_submission(config["pack_dir"], config["model_dir"], Path(tmp) / "submission")
+        return measure({**config, "submission_dir": str(sub)})
+
+
+def measure(config: dict[str, Any]) -> dict[str, Any]:
+    """As main, with `submission_dir` a complete submission-shaped directory."""
+    from ternforge_server.loader import load_model
+
+    from .calib.tokens import load_role, read_manifest, sequences
+    from .quant.capture import load_float_model
+
+    t0 = time.time()
+    device = config.get("device", "cpu")
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[config.get("dtype", "float32")]
+    torch.manual_seed(int(config.get("seed", 0)))
+    eos = int(read_manifest(config["calib_dir"])["tokenizer"]["eos_id"])
+    seqs = sequences(load_role(config["calib_dir"], "heldout"), int(config.get("seq_len", 256)),
+                     config.get("sequences"), eos)
+    batch_size = int(config.get("batch_size", 4))
+
+    reference = load_float_model(config["model_dir"], dtype, device)
+    loaded = load_model(config["submission_dir"], device, dtype)
+    candidate = loaded[0]
+    candidate.eval()
+    emit("progress", done=1, total=3, what="loaded")
+    metrics = compare(reference, candidate, seqs, batch_size, device)
+    emit("progress", done=2, total=3, what="measured")
+    per_tensor = tensor_errors(config["submission_dir"], config["model_dir"])
+    emit("progress", done=3, total=3, what="tensor errors")
+    rel = [v["rel_frobenius"] for v in per_tensor.values()]
+    report = {
+        "format": "ternforge-quality/1",
+        "heldout": {"sequences": int(seqs.shape[0]), "seq_len": int(seqs.shape[1]), "role": "heldout"},
+        "metrics": metrics,
+        "tensors": {"count": len(per_tensor), "mean_rel_frobenius": sum(rel) / len(rel) if rel else None,
+                    "max_rel_frobenius": max(rel) if rel else None, "per_tensor": per_tensor},
+        "loader": _loader_summary(loaded[2]),
+        "seconds": round(time.time() - t0, 1),
+    }
+    out = Path(config["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "quality.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    log(f"quality: ppl {metrics['ppl']:.3f} vs {metrics['ppl_reference']:.3f} (x{metrics['ppl_ratio']:.3f}), "
+        f"top-1 agreement {metrics['top1_agreement']:.3f}")
+    return {"quality": "quality.json", **{k: metrics[k] for k in ("ppl", "ppl_reference", "ppl_ratio", "top1_agreement", "kl")}}

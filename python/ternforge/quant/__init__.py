@@ -1,0 +1,1 @@
+"""Quantizers and the quantize -> pack interchange writer."""

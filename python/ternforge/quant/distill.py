@@ -1,0 +1,252 @@
+"""Knowledge distillation of a ternary student from its full-precision teacher (Hinton et al. 2015, logit
+KL at temperature tau; straight-through estimator after Bengio et al. 2013 / BitNet b1.58).
+
+Student: the float model in which every ternary linear becomes a `TernaryLinear` holding a latent code
+`U` (float32, in units of its group's scale, initialised to the GPTQ codes T in {-1, 0, 1}) and a learnable
+per-group `scale` (initialised to GPTQ's). Forward weight:
+
+    T = round(clamp(U, -1, 1)),   W = (U + (T - U).detach()) * scale      (value T * scale, STE gradient)
+
+so dL/dU = dL/dW * scale and dL/dscale = sum over the group of dL/dW * T. U is kept in [-U_MAX, U_MAX]
+after each step so a code pushed past +-1 can come back. Everything else (embeddings, norms, float
+tensors) is frozen at the source values, so the emitted codes and scales are the only trained state.
+
+Loss on calibration sequences, teacher logits computed on the fly (no cache):
+    L = tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau))  +  hidden_mse * mean_l ||h_s,l - h_t,l||^2 / ||h_t,l||^2
+AdamW over U (lr) and scales (scale_lr). Sequence order per epoch comes from a generator seeded with
+(seed, epoch), so a run resumed from a checkpoint (safetensors: U, scales, Adam moments; JSON: step, config
+digest, losses) replays exactly the batches it would have seen.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from .capture import TernaryTensor
+
+U_MAX = 1.5
+
+
+@dataclass(frozen=True)
+class KDConfig:
+    steps: int = 100
+    lr: float = 5e-3  # latent codes U (dimensionless: a code flips after moving ~0.5)
+    scale_lr: float = 5e-4  # scales, relative to their magnitude through Adam's normalisation
+    weight_decay: float = 0.0
+    temperature: float = 1.0
+    hidden_mse: float = 0.0  # weight of the hidden-state term; 0 disables it
+    batch_size: int = 4
+    checkpoint_every: int = 50
+    seed: int = 0
+    grad_clip: float = 1.0
+
+
+class TernaryLinear(nn.Module):
+    def __init__(self, linear: nn.Linear, tt: TernaryTensor):
+        super().__init__()
+        self.group_size = tt.group_size
+        self.out_features, self.in_features = linear.weight.shape
+        self.U = nn.Parameter(tt.W_q.to(torch.float32).to(linear.weight.device).clone())
+        self.scale = nn.Parameter(tt.scale.to(torch.float32).to(linear.weight.device).clone())
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        self.compute_dtype = linear.weight.dtype
+
+    def codes(self) -> torch.Tensor:
+        return torch.round(torch.clamp(self.U.detach(), -1, 1)).to(torch.int8)
+
+    def weight_ste(self) -> torch.Tensor:
+        T = torch.round(torch.clamp(self.U, -1, 1))
+        W_u = self.U + (T - self.U).detach()
+        g = self.group_size
+        W = W_u.reshape(self.out_features, -1, g) * self.scale.unsqueeze(-1)
+        return W.reshape(self.out_features, self.in_features).to(self.compute_dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight_ste(), self.bias)
+
+    def export(self) -> TernaryTensor:
+        return TernaryTensor(W_q=self.codes().cpu(), scale=self.scale.detach().float().cpu().contiguous(),
+                             group_size=self.group_size)
+
+
+def _set_module(root: nn.Module, name: str, new: nn.Module) -> None:
+    parent_name, _, child = name.rpartition(".")
+    parent = root.get_submodule(parent_name) if parent_name else root
+    setattr(parent, child, new)
+
+
+def make_student(model: nn.Module, ternary: dict[str, TernaryTensor]) -> dict[str, TernaryLinear]:
+    """Replace the named linears (module names) by TernaryLinear in place; freeze everything else."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    mods = dict(model.named_modules())
+    student: dict[str, TernaryLinear] = {}
+    for name, tt in sorted(ternary.items()):
+        tl = TernaryLinear(mods[name], tt)
+        _set_module(model, name, tl)
+        student[name] = tl
+    return student
+
+
+def _outputs(model: nn.Module, ids: torch.Tensor, hidden: bool):
+    out = model(input_ids=ids, use_cache=False, output_hidden_states=hidden)
+    return out.logits.float(), (out.hidden_states if hidden else None)
+
+
+def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, tau: float) -> torch.Tensor:
+    """tau^2 * KL(teacher || student) per position (mean over positions)."""
+    s = F.log_softmax(student_logits.reshape(-1, student_logits.shape[-1]) / tau, -1)
+    t = F.log_softmax(teacher_logits.reshape(-1, teacher_logits.shape[-1]) / tau, -1)
+    return F.kl_div(s, t, log_target=True, reduction="batchmean") * tau * tau
+
+
+def hidden_loss(hs: tuple[torch.Tensor, ...], ht: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    terms = [((a.float() - b.float()) ** 2).mean() / (b.float() ** 2).mean().clamp(min=1e-12) for a, b in zip(hs[1:], ht[1:])]
+    return torch.stack(terms).mean()
+
+
+def _order(n: int, seed: int, epoch: int) -> list[int]:
+    g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    return torch.randperm(n, generator=g).tolist()
+
+
+def _batch_at(step: int, seqs: torch.Tensor, bs: int, seed: int) -> torch.Tensor:
+    per_epoch = max(1, seqs.shape[0] // bs)
+    epoch, k = divmod(step, per_epoch)
+    idx = _order(seqs.shape[0], seed, epoch)[k * bs:(k + 1) * bs]
+    return seqs[idx]
+
+
+def _digest(cfg: KDConfig, seqs: torch.Tensor, student: dict[str, TernaryLinear]) -> str:
+    h = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode())
+    h.update(seqs.numpy().tobytes())
+    for name in sorted(student):
+        h.update(name.encode())
+    return h.hexdigest()
+
+
+def _save(work: Path, step: int, digest: str, student: dict[str, TernaryLinear], opt: torch.optim.Optimizer,
+          history: list[dict]) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    for name, tl in student.items():
+        for pname, p in (("U", tl.U), ("scale", tl.scale)):
+            tensors[f"{name}.{pname}"] = p.detach().cpu().contiguous()
+            st = opt.state.get(p, {})
+            for k in ("exp_avg", "exp_avg_sq"):
+                if k in st:
+                    tensors[f"{name}.{pname}.{k}"] = st[k].detach().cpu().contiguous()
+            if "step" in st:
+                tensors[f"{name}.{pname}.step"] = torch.as_tensor(st["step"], dtype=torch.float32).reshape(1).cpu()
+    tmp = work / "kd-checkpoint.safetensors.tmp"
+    save_file(tensors, str(tmp))
+    tmp.replace(work / "kd-checkpoint.safetensors")
+    state = {"step": step, "digest": digest, "history": history}
+    tmpj = work / "kd-checkpoint.json.tmp"
+    tmpj.write_text(json.dumps(state, indent=1))
+    tmpj.replace(work / "kd-checkpoint.json")
+
+
+def _load(work: Path, digest: str, student: dict[str, TernaryLinear], opt: torch.optim.Optimizer) -> tuple[int, list[dict]]:
+    js, st = work / "kd-checkpoint.json", work / "kd-checkpoint.safetensors"
+    if not (js.exists() and st.exists()):
+        return 0, []
+    state = json.loads(js.read_text())
+    if state.get("digest") != digest:
+        return 0, []
+    tensors = load_file(str(st))
+    for name, tl in student.items():
+        for pname, p in (("U", tl.U), ("scale", tl.scale)):
+            p.data.copy_(tensors[f"{name}.{pname}"])
+            if f"{name}.{pname}.exp_avg" in tensors:
+                opt.state[p] = {
+                    "step": tensors[f"{name}.{pname}.step"].reshape(()).clone(),
+                    "exp_avg": tensors[f"{name}.{pname}.exp_avg"].to(p.device).clone(),
+                    "exp_avg_sq": tensors[f"{name}.{pname}.exp_avg_sq"].to(p.device).clone(),
+                }
+    return int(state["step"]), list(state["history"])
+
+
+def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, TernaryLinear], seqs: torch.Tensor,
+            cfg: KDConfig, work_dir: str | Path | None = None,
+            on_step: Callable[[dict], None] | None = None) -> list[dict]:
+    """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history."""
+    teacher.eval()
+    student_model.train()
+    opt = torch.optim.AdamW(
+        [{"params": [tl.U for tl in student.values()], "lr": cfg.lr},
+         {"params": [tl.scale for tl in student.values()], "lr": cfg.scale_lr}],
+        weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+    digest = _digest(cfg, seqs, student)
+    work = Path(work_dir) if work_dir is not None else None
+    step, history = _load(work, digest, student, opt) if work is not None else (0, [])
+    device = next(iter(student.values())).U.device
+    hidden = cfg.hidden_mse > 0
+    while step < cfg.steps:
+        ids = _batch_at(step, seqs, cfg.batch_size, cfg.seed).to(device)
+        with torch.no_grad():
+            t_logits, t_hidden = _outputs(teacher, ids, hidden)
+        s_logits, s_hidden = _outputs(student_model, ids, hidden)
+        kl = kd_loss(s_logits, t_logits, cfg.temperature)
+        loss = kl
+        mse = torch.zeros(())
+        if hidden:
+            mse = hidden_loss(s_hidden, t_hidden)
+            loss = loss + cfg.hidden_mse * mse
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for tl in student.values() for p in (tl.U, tl.scale)]
+        gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)) if cfg.grad_clip > 0 else math.nan
+        opt.step()
+        with torch.no_grad():
+            for tl in student.values():
+                tl.U.clamp_(-U_MAX, U_MAX)
+                tl.scale.clamp_(min=1e-8)
+        step += 1
+        rec = {"step": step, "loss": float(loss), "kl": float(kl), "hidden_mse": float(mse), "grad_norm": gnorm}
+        history.append(rec)
+        if on_step is not None:
+            on_step(rec)
+        if work is not None and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
+            _save(work, step, digest, student, opt, history)
+    student_model.eval()
+    return history
+
+
+def run_gptq_kd(prep, params: dict, work_dir: str | Path | None,
+                on_layer: Callable[[int, int], None] | None = None,
+                on_step: Callable[[dict], None] | None = None) -> tuple[dict[str, TernaryTensor], dict]:
+    """GPTQ initialisation (capture.run_gptq), then distillation from a fresh full-precision teacher."""
+    from ..calib.tokens import load_role, sequences
+    from .capture import _dtype, load_float_model, run_gptq
+
+    init, report = run_gptq(prep, params, on_layer)
+    k = params.get("kd", {})
+    cfg = KDConfig(**{f: k[f] for f in KDConfig.__dataclass_fields__ if f in k})
+    cfg = KDConfig(**{**asdict(cfg), "seed": int(params.get("seed", cfg.seed))})
+    teacher = load_float_model(params["model_dir"], _dtype(params.get("dtype", "float32")), params.get("device", "cpu"))
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    s2m = {s: m for m, s in prep.m2s.items()}
+    student = make_student(prep.model, {s2m[s]: tt for s, tt in init.items()})
+    eos = prep.model.config.eos_token_id
+    eos = int(eos[0] if isinstance(eos, list) else (eos if eos is not None else 0))
+    cal = params.get("calibration", {})
+    seqs = sequences(load_role(params["calib_dir"], "calibration"), int(k.get("seq_len", cal.get("seq_len", 256))),
+                     k.get("sequences"), eos)
+    history = distill(teacher, prep.model, student, seqs, cfg, work_dir, on_step)
+    out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
+    first = history[0]["kl"] if history else None
+    last = sum(r["kl"] for r in history[-10:]) / len(history[-10:]) if history else None
+    report = {**report, "method": "gptq+kd", "kd": {**asdict(cfg), "first_kl": first, "last10_kl": last,
+                                                    "steps_done": len(history)}}
+    return out, report

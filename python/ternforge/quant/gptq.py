@@ -1,0 +1,135 @@
+"""GPTQ with ternary codes and per-group scales (Frantar et al. 2022, "GPTQ: Accurate Post-Training
+Quantization for Generative Pre-trained Transformers"; layout after IST-DASLab/gptq `gptq.py`).
+
+For one linear layer with input activations X, GPTQ minimises ||W X - Q X||^2 column by column: after
+quantizing column i it spreads the error onto the columns not yet quantized through the inverse Hessian
+H^-1 (H = 2 X X^T / n). Ternary: Q[:, i] = scale * clamp(round(W[:, i] / scale), -1, 1), one scale per
+group of `group_size` consecutive ORIGINAL columns, fitted TWN-style (twn.py, closed-form optimal scale over
+the searched support) on the group's weights:
+- without act-order, when the sweep reaches the group, on its current error-corrected weights;
+- with act-order (columns swept by decreasing H_ii), before the sweep, on the original weights, because a
+  group's columns are then scattered through the sweep. The permutation is undone before codes are emitted,
+  so groups stay consecutive columns of the source order.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from . import twn
+
+
+@dataclass(frozen=True)
+class GPTQConfig:
+    group_size: int = 32
+    blocksize: int = 128
+    percdamp: float = 0.01
+    actorder: bool = False
+    scale_search: str = "exact"  # twn.group_scales search: "exact" | "grid"
+
+
+@dataclass(frozen=True)
+class GPTQResult:
+    W_q: torch.Tensor  # int8 [rows, columns] in {-1, 0, 1}, source column order
+    scale: torch.Tensor  # float32 [rows, columns / group_size]
+    loss: float  # sum of the column losses (W - Q)^2 / Hinv_ii / 2: GPTQ's output-error estimate
+    rel_err: float  # tr((W-Q) H (W-Q)^T) / tr(W H W^T): output error relative to output energy
+
+
+class GPTQ:
+    def __init__(self, weight: torch.Tensor):
+        self.rows, self.columns = weight.shape
+        self.dev = weight.device
+        self.H = torch.zeros((self.columns, self.columns), device=self.dev, dtype=torch.float32)
+        self.nsamples = 0
+
+    def add_batch(self, inp: torch.Tensor) -> None:
+        """Fold a batch of layer inputs [..., columns] into H = 2/n sum x x^T (running mean)."""
+        inp = inp.reshape(-1, self.columns).to(self.dev, torch.float32)
+        tmp = inp.shape[0]
+        self.H *= self.nsamples / (self.nsamples + tmp)
+        self.nsamples += tmp
+        inp = math.sqrt(2 / self.nsamples) * inp
+        self.H += inp.t() @ inp
+
+    def fasterquant(self, weight: torch.Tensor, config: GPTQConfig) -> GPTQResult:
+        g = config.group_size
+        if self.columns % g != 0:
+            raise ValueError(f"group size {g} does not divide columns = {self.columns}")
+        W = weight.detach().to(self.dev, torch.float32).clone()
+        W0 = W.clone()
+        H = self.H.clone()
+
+        dead = torch.diag(H) == 0
+        H[dead, dead] = 1
+        W[:, dead] = 0
+
+        scale = torch.zeros((self.rows, self.columns // g), device=self.dev, dtype=torch.float32)
+        perm = torch.arange(self.columns, device=self.dev)
+        if config.actorder:
+            scale = twn.group_scales(W, g, config.scale_search)
+            perm = torch.argsort(torch.diag(H), descending=True, stable=True)
+            W = W[:, perm]
+            H = H[perm][:, perm]
+        invperm = torch.argsort(perm)
+        group_of = perm // g  # group (source order) of each swept column
+        group_start = (perm % g) == 0  # without act-order: the first column of its group
+
+        Q = torch.zeros_like(W)
+        Losses = torch.zeros_like(W)
+
+        damp = config.percdamp * torch.mean(torch.diag(H))
+        diag = torch.arange(self.columns, device=self.dev)
+        H[diag, diag] += damp
+        H = torch.linalg.cholesky(H)
+        H = torch.cholesky_inverse(H)
+        H = torch.linalg.cholesky(H, upper=True)
+        Hinv = H
+
+        blocksize = g if g >= config.blocksize else (config.blocksize // g) * g
+        for i1 in range(0, self.columns, blocksize):
+            i2 = min(i1 + blocksize, self.columns)
+            count = i2 - i1
+
+            W1 = W[:, i1:i2].clone()
+            Q1 = torch.zeros_like(W1)
+            Err1 = torch.zeros_like(W1)
+            Losses1 = torch.zeros_like(W1)
+            Hinv1 = Hinv[i1:i2, i1:i2]
+
+            for i in range(count):
+                w = W1[:, i]
+                d = Hinv1[i, i]
+                col = i1 + i
+                grp = int(group_of[col])
+                if not config.actorder and bool(group_start[col]):
+                    # the group's current, error-corrected weights (blocks hold whole groups)
+                    scale[:, grp] = twn.group_scales(W1[:, i:i + g], g, config.scale_search)[:, 0]
+                s = scale[:, grp]
+                safe = torch.where(s > 0, s, torch.ones_like(s))
+                q = torch.where(s > 0, torch.clamp(torch.round(w / safe), -1, 1) * s, torch.zeros_like(w))
+                Q1[:, i] = q
+                Losses1[:, i] = (w - q) ** 2 / d**2 / 2
+
+                err1 = (w - q) / d
+                W1[:, i:] -= err1.unsqueeze(1).matmul(Hinv1[i, i:].unsqueeze(0))
+                Err1[:, i] = err1
+
+            Q[:, i1:i2] = Q1
+            Losses[:, i1:i2] = Losses1
+            W[:, i2:] -= Err1.matmul(Hinv[i1:i2, i2:])
+
+        Q = Q[:, invperm]
+        safe_scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        W_q = torch.clamp(torch.round(Q.reshape(self.rows, -1, g) / safe_scale.unsqueeze(-1)), -1, 1)
+        W_q = W_q.reshape(self.rows, self.columns).to(torch.int8)
+
+        D = W0 - twn.dequantize(W_q, scale, g)
+        H0 = self.H
+        rel_err = float(torch.sum((D @ H0) * D) / torch.sum((W0 @ H0) * W0).clamp(min=1e-30))
+        return GPTQResult(W_q=W_q, scale=scale.contiguous(), loss=float(torch.sum(Losses)), rel_err=rel_err)
+
+    def free(self) -> None:
+        self.H = None  # type: ignore[assignment]

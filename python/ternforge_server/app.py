@@ -1,0 +1,372 @@
+"""The OpenAI-compatible HTTP API (starlette + uvicorn).
+
+GET /health              200 once the model is loaded and the engine runs, 503 before (never blocks on the
+                         engine: generation runs on its own thread)
+GET /v1/models           the served model name
+POST /v1/chat/completions, POST /v1/completions   streaming (SSE, `data: [DONE]`) and not, with usage
+Errors are OpenAI-shaped `{"error": {"message", "type", "param", "code"}}` with a 4xx status for bad input
+and 503 when not ready or overloaded; nothing a client sends can kill the process.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .controller import Delta, Outcome, ReasoningController, prompt_kind
+from .engine import QueueFull, Sampling
+
+ROLES = {"system", "developer", "user", "assistant"}
+MAX_STOP = 16
+MAX_BODY_BYTES = 8 << 20
+
+
+def _log(msg: str) -> None:
+    sys.stderr.write(f"[api] {msg}\n")
+    sys.stderr.flush()
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 type_: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.type = status, message, param, code, type_
+
+    def response(self) -> JSONResponse:
+        return JSONResponse({"error": {"message": self.message, "type": self.type, "param": self.param,
+                                       "code": self.code}}, status_code=self.status)
+
+
+@dataclass
+class ServerState:
+    """What the handlers share; `controller` is None until start-up finishes."""
+
+    model_name: str
+    max_model_len: int = 32768
+    default_max_tokens: int = 4096
+    controller: ReasoningController | None = None
+    tokenizer: Any = None
+    engine: Any = None
+    started: float = field(default_factory=time.time)
+    load_error: str | None = None
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+
+def _int_field(body: dict, name: str, lo: int, hi: int) -> int | None:
+    v = body.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        else:
+            raise ApiError(400, f"'{name}' must be an integer", name, "invalid_type")
+    if v < lo or v > hi:
+        raise ApiError(400, f"'{name}' must be between {lo} and {hi}, got {v}", name, "invalid_value")
+    return v
+
+
+def _num_field(body: dict, name: str, lo: float, hi: float, default: float) -> float:
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ApiError(400, f"'{name}' must be a number", name, "invalid_type")
+    if v < lo or v > hi:
+        raise ApiError(400, f"'{name}' must be between {lo} and {hi}, got {v}", name, "invalid_value")
+    return float(v)
+
+
+def _common(body: dict, state: ServerState) -> dict:
+    if body.get("n") is not None and (isinstance(body["n"], bool) or body["n"] != 1):
+        raise ApiError(400, "only n=1 is supported", "n", "unsupported_value")
+    mt = _int_field(body, "max_completion_tokens", 1, state.max_model_len)
+    if mt is None:
+        mt = _int_field(body, "max_tokens", 1, state.max_model_len)
+    stop = body.get("stop")
+    if stop is None:
+        stops: list[str] = []
+    elif isinstance(stop, str):
+        stops = [stop]
+    elif isinstance(stop, list) and all(isinstance(s, str) for s in stop) and len(stop) <= MAX_STOP:
+        stops = list(stop)
+    else:
+        raise ApiError(400, f"'stop' must be a string or a list of at most {MAX_STOP} strings", "stop", "invalid_type")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool) and stream is not None:
+        raise ApiError(400, "'stream' must be a boolean", "stream", "invalid_type")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ApiError(400, "'seed' must be an integer", "seed", "invalid_type")
+    opts = body.get("stream_options")
+    include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+    return {
+        "max_tokens": mt,
+        "stop": stops,
+        "stream": bool(stream),
+        "include_usage": include_usage,
+        "sampling": Sampling(temperature=_num_field(body, "temperature", 0.0, 2.0, 0.0),
+                             top_p=_num_field(body, "top_p", 1e-6, 1.0, 1.0),
+                             seed=(seed % (1 << 63)) if seed is not None else None),
+    }
+
+
+def _message_text(i: int, msg: Any) -> tuple[str, str]:
+    if not isinstance(msg, dict):
+        raise ApiError(400, f"messages[{i}] must be an object", f"messages[{i}]", "invalid_type")
+    role = msg.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise ApiError(400, f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}",
+                       f"messages[{i}].role", "invalid_value")
+    content = msg.get("content")
+    if content is None and role == "assistant":
+        content = ""
+    if isinstance(content, list):
+        parts = []
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise ApiError(400, f"messages[{i}].content[{j}] must be a text part",
+                               f"messages[{i}].content", "invalid_value")
+            parts.append(part["text"])
+        content = "".join(parts)
+    if not isinstance(content, str):
+        raise ApiError(400, f"messages[{i}].content must be a string", f"messages[{i}].content", "invalid_type")
+    return ("system" if role == "developer" else role), content
+
+
+async def _json_body(request: Request) -> dict:
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", None, "body_too_large")
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ApiError(400, f"request body is not valid JSON: {e}", None, "invalid_json") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object", None, "invalid_type")
+    return body
+
+
+def _ready(state: ServerState) -> ReasoningController:
+    if state.controller is None:
+        raise ApiError(503, "the model is still loading", None, "not_ready", "server_error")
+    return state.controller
+
+
+def _check_len(state: ServerState, n_prompt: int, max_tokens: int) -> None:
+    if n_prompt == 0:
+        raise ApiError(400, "the prompt is empty", "messages", "invalid_value")
+    if n_prompt + max_tokens > state.max_model_len:
+        raise ApiError(400, f"prompt ({n_prompt} tokens) plus max_tokens ({max_tokens}) exceeds the context "
+                       f"length {state.max_model_len}", "messages", "context_length_exceeded")
+
+
+# ------------------------------------------------------------------------------------------ handlers
+
+
+def build_app(state: ServerState) -> Starlette:
+    async def health(_: Request) -> Response:
+        if state.controller is None:
+            return JSONResponse({"status": "loading" if state.load_error is None else "failed"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    async def models(_: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": state.model_name, "object": "model",
+                                                         "created": int(state.started), "owned_by": "ternforge"}]})
+
+    async def chat(request: Request) -> Response:
+        arrived = time.monotonic()
+        try:
+            body = await _json_body(request)
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs:
+                raise ApiError(400, "'messages' must be a non-empty list", "messages", "invalid_value")
+            messages = [dict(zip(("role", "content"), _message_text(i, m))) for i, m in enumerate(msgs)]
+            opts = _common(body, state)
+            ctk = body.get("chat_template_kwargs")
+            ctk = ctk if isinstance(ctk, dict) else {}
+            controller = _ready(state)
+            try:
+                prompt_text = state.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                                  tokenize=False, **ctk)
+            except Exception as e:  # a template that rejects this conversation
+                raise ApiError(400, f"the chat template rejected the messages: {e}", "messages", "invalid_value")
+            prompt_ids = state.tokenizer.encode(prompt_text, add_special_tokens=False)
+            max_tokens = opts["max_tokens"] or min(state.default_max_tokens, state.max_model_len - len(prompt_ids))
+            _check_len(state, len(prompt_ids), max(1, max_tokens))
+            user_text = "\n".join(m["content"] for m in messages if m["role"] == "user")
+            run = controller.run(prompt_ids, max_tokens=max_tokens, thinking=controller.thinking_open(prompt_text),
+                                 kind=prompt_kind(user_text), stop=opts["stop"], sampling=opts["sampling"],
+                                 arrived=arrived)
+            rid = "chatcmpl-" + uuid.uuid4().hex
+            if opts["stream"]:
+                first = await _first_or_error(run)
+                return StreamingResponse(_chat_sse(rid, state.model_name, first, run, opts["include_usage"]),
+                                         media_type="text/event-stream")
+            outcome = await _collect(run)
+            return JSONResponse(_chat_json(rid, state.model_name, outcome))
+        except ApiError as e:
+            return e.response()
+
+    async def completions(request: Request) -> Response:
+        arrived = time.monotonic()
+        try:
+            body = await _json_body(request)
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+                prompt = prompt[0]
+            opts = _common(body, state)
+            controller = _ready(state)
+            if isinstance(prompt, str):
+                prompt_ids = state.tokenizer.encode(prompt, add_special_tokens=False)
+            elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
+                                                             for t in prompt):
+                vocab = len(state.tokenizer)
+                if any(t < 0 or t >= vocab for t in prompt):
+                    raise ApiError(400, f"prompt token ids must be in [0, {vocab})", "prompt", "invalid_value")
+                prompt_ids = list(prompt)
+            else:
+                raise ApiError(400, "'prompt' must be a non-empty string, a list of one string, or token ids",
+                               "prompt", "invalid_type")
+            max_tokens = opts["max_tokens"] or 16
+            _check_len(state, len(prompt_ids), max_tokens)
+            run = controller.run(prompt_ids, max_tokens=max_tokens, thinking=False, stop=opts["stop"],
+                                 sampling=opts["sampling"], arrived=arrived)
+            rid = "cmpl-" + uuid.uuid4().hex
+            if opts["stream"]:
+                first = await _first_or_error(run)
+                return StreamingResponse(_completion_sse(rid, state.model_name, first, run, opts["include_usage"]),
+                                         media_type="text/event-stream")
+            outcome = await _collect(run)
+            return JSONResponse({"id": rid, "object": "text_completion", "created": int(time.time()),
+                                 "model": state.model_name,
+                                 "choices": [{"index": 0, "text": outcome.content, "logprobs": None,
+                                              "finish_reason": outcome.finish_reason}],
+                                 "usage": _usage(outcome)})
+        except ApiError as e:
+            return e.response()
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        if status == 404:
+            return ApiError(404, f"no route {request.url.path}", None, "not_found").response()
+        if status == 405:
+            return ApiError(405, f"method {request.method} not allowed on {request.url.path}", None,
+                            "method_not_allowed").response()
+        return ApiError(status, str(getattr(exc, "detail", exc)), None, None).response()
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        _log(f"unhandled error on {request.url.path}: {exc!r}")
+        return ApiError(500, "internal server error", None, "internal_error", "server_error").response()
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: server_error})
+
+
+async def _first_or_error(run: AsyncIterator[Delta | Outcome]) -> Delta | Outcome:
+    """Start the generation before answering 200, so an overloaded queue still gets its 503."""
+    try:
+        return await run.__anext__()
+    except QueueFull as e:
+        raise ApiError(503, f"server overloaded: {e}", None, "overloaded", "server_overloaded") from None
+
+
+async def _collect(run: AsyncIterator[Delta | Outcome]) -> Outcome:
+    item = await _first_or_error(run)
+    while not isinstance(item, Outcome):
+        item = await run.__anext__()
+    return item
+
+
+def _usage(o: Outcome) -> dict:
+    return {"prompt_tokens": o.prompt_tokens, "completion_tokens": o.completion_tokens,
+            "total_tokens": o.prompt_tokens + o.completion_tokens,
+            "completion_tokens_details": {"reasoning_tokens": o.reasoning_tokens}}
+
+
+def _chat_json(rid: str, model: str, o: Outcome) -> dict:
+    message: dict = {"role": "assistant", "content": o.content}
+    if o.reasoning is not None:
+        message["reasoning_content"] = o.reasoning
+    return {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": o.finish_reason}],
+            "usage": _usage(o),
+            "ternforge": {"thinking_cut": o.thinking_cut, "fallback_content": o.fallback,
+                          "engine_finish": o.engine_finish}}
+
+
+def _sse(obj: dict) -> str:
+    return "data: " + json.dumps(obj, separators=(",", ":")) + "\n\n"
+
+
+async def _chat_sse(rid: str, model: str, first: Delta | Outcome, run: AsyncIterator[Delta | Outcome],
+                    include_usage: bool) -> AsyncIterator[str]:
+    created = int(time.time())
+
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        return _sse({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                     "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+
+    yield chunk({"role": "assistant", "content": ""})
+    item: Delta | Outcome | None = first
+    try:
+        while item is not None:
+            if isinstance(item, Outcome):
+                yield chunk({}, item.finish_reason)
+                if include_usage:
+                    yield _sse({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                                "choices": [], "usage": _usage(item)})
+                break
+            key = "reasoning_content" if item.kind == "reasoning" else "content"
+            yield chunk({key: item.text})
+            item = await run.__anext__()
+    except Exception as e:  # never leave the client hanging mid-stream
+        _log(f"stream failed: {e!r}")
+        yield _sse({"error": {"message": str(e), "type": "server_error", "param": None, "code": None}})
+    finally:
+        await run.aclose()
+    yield "data: [DONE]\n\n"
+
+
+async def _completion_sse(rid: str, model: str, first: Delta | Outcome, run: AsyncIterator[Delta | Outcome],
+                          include_usage: bool) -> AsyncIterator[str]:
+    created = int(time.time())
+
+    def chunk(text: str, finish: str | None = None) -> str:
+        return _sse({"id": rid, "object": "text_completion", "created": created, "model": model,
+                     "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}]})
+
+    item: Delta | Outcome | None = first
+    try:
+        while item is not None:
+            if isinstance(item, Outcome):
+                yield chunk("", item.finish_reason)
+                if include_usage:
+                    yield _sse({"id": rid, "object": "text_completion", "created": created, "model": model,
+                                "choices": [], "usage": _usage(item)})
+                break
+            yield chunk(item.text)
+            item = await run.__anext__()
+    except Exception as e:
+        _log(f"stream failed: {e!r}")
+        yield _sse({"error": {"message": str(e), "type": "server_error", "param": None, "code": None}})
+    finally:
+        await run.aclose()
+    yield "data: [DONE]\n\n"

@@ -1,0 +1,368 @@
+"""Load a submission's text model from exactly the tensors its manifest names.
+
+Order of work (each phase timed into the start-up report):
+  verify       every shard listed in the manifest exists, has the listed size and sha256 (streamed)
+  load         every non-exempt manifest tensor is read from its shard (codes + scale, or float data)
+  dequantize   W = (c - 1) * scale via packing.unpack_2bit + packing.dequantize, into the compute dtype
+  build        the text-only model is constructed on the meta device and every parameter is assigned;
+               non-persistent buffers (rotary frequencies) are rebuilt on the device; nothing may stay on meta
+
+Refusals are `LoadError`s with a kebab-case `reason` and the facts (path, tensor, expected, actual).
+`load_model(submission_dir, device, dtype) -> (model, tokenizer, report)` is a plain function: the pipeline's
+quality stage calls it too.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .packing import dequantize, unpack_2bit
+
+MANIFEST_FORMAT = "ternforge-manifest/1"
+TEXT_PREFIX = "model.language_model."
+EXEMPT_PREFIXES = ("model.visual.", "mtp.", "visual.")
+SAFETENSORS_DTYPES = {
+    "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "U8": torch.uint8, "I8": torch.int8,
+    "F64": torch.float64,
+}
+
+
+class LoadError(Exception):
+    """An expected refusal to serve: `reason` is kebab-case, `facts` name the path/tensor/expected/actual."""
+
+    def __init__(self, reason: str, message: str, **facts: Any) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.facts = facts
+
+    def to_json(self) -> dict:
+        return {"reason": self.reason, "message": str(self), **{k: _jsonable(v) for k, v in self.facts.items()}}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    return str(v)
+
+
+@dataclass
+class LoadReport:
+    """What start-up did: loaded tensors with their provenance, skipped exempt ones, phase timings (s)."""
+
+    submission: str
+    device: str
+    dtype: str
+    architecture: str = ""
+    shards: list[dict] = field(default_factory=list)
+    loaded: list[dict] = field(default_factory=list)
+    skipped_exempt: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "submission": self.submission, "device": self.device, "dtype": self.dtype,
+            "architecture": self.architecture, "shards": self.shards, "loaded": self.loaded,
+            "loaded_count": len(self.loaded), "skipped_exempt": self.skipped_exempt, "phases": self.phases,
+        }
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """auto: bf16 on a GPU, float32 on a CPU."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in table:
+        raise LoadError("bad-dtype", f"unknown compute dtype {dtype!r}", expected=sorted(table), actual=dtype)
+    return table[dtype]
+
+
+# ---------------------------------------------------------------------------------------------- manifest
+
+
+def read_manifest(sub: Path) -> dict:
+    """Read and structurally check quantization_manifest.json (the schema's required fields and enums)."""
+    path = sub / "quantization_manifest.json"
+    if not path.is_file():
+        raise LoadError("manifest-missing", f"no manifest at {path}", path=str(path))
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise LoadError("manifest-invalid", f"{path} is not JSON: {e}", path=str(path)) from None
+    if not isinstance(manifest, dict):
+        raise LoadError("manifest-invalid", "manifest is not an object", path=str(path))
+    for key in ("format", "base_model", "revision", "method", "packing", "shards", "tensors"):
+        if key not in manifest:
+            raise LoadError("manifest-invalid", f"manifest lacks {key!r}", path=str(path), expected=key)
+    if manifest["format"] != MANIFEST_FORMAT:
+        raise LoadError("manifest-invalid", "unknown manifest format", path=str(path),
+                        expected=MANIFEST_FORMAT, actual=manifest["format"])
+    shard_files = set()
+    for s in manifest["shards"]:
+        if not isinstance(s, dict) or not {"file", "size", "sha256"} <= set(s):
+            raise LoadError("manifest-invalid", f"bad shard entry {s!r}", path=str(path))
+        shard_files.add(s["file"])
+    for name, t in manifest["tensors"].items():
+        enc = t.get("encoding")
+        if enc not in ("packed_2bit", "float"):
+            raise LoadError("manifest-invalid", f"tensor {name}: unknown encoding", tensor=name,
+                            expected=["packed_2bit", "float"], actual=enc)
+        if t.get("shard") not in shard_files:
+            raise LoadError("manifest-invalid", f"tensor {name}: shard not listed in shards[]", tensor=name,
+                            actual=t.get("shard"))
+        needed = ("codes_key", "scale_key", "group_size") if enc == "packed_2bit" else ("data_key",)
+        for k in needed:
+            if k not in t:
+                raise LoadError("manifest-invalid", f"tensor {name}: {enc} needs {k}", tensor=name, expected=k)
+    return manifest
+
+
+def is_exempt(name: str, entry: dict) -> bool:
+    return bool(entry.get("exempt")) or name.startswith(EXEMPT_PREFIXES)
+
+
+def sha256_file(path: Path, chunk: int = 8 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def verify_shards(sub: Path, manifest: dict) -> list[dict]:
+    """Size then sha256 of every listed shard; raises on the first mismatch."""
+    out = []
+    for s in manifest["shards"]:
+        path = sub / s["file"]
+        if not path.is_file():
+            raise LoadError("shard-missing", f"shard {s['file']} not found", path=str(path))
+        size = path.stat().st_size
+        if size != s["size"]:
+            raise LoadError("shard-size-mismatch", f"shard {s['file']} has {size} bytes, manifest says {s['size']}",
+                            path=str(path), expected=s["size"], actual=size)
+        digest = sha256_file(path)
+        if digest != s["sha256"]:
+            raise LoadError("shard-sha256-mismatch", f"shard {s['file']} sha256 differs from the manifest",
+                            path=str(path), expected=s["sha256"], actual=digest)
+        out.append({"file": s["file"], "size": size, "sha256": digest})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- model
+
+
+def read_config(sub: Path) -> tuple[Any, str]:
+    """The text-only config and the model family ('qwen3_5' or 'auto')."""
+    from transformers import AutoConfig
+
+    path = sub / "config.json"
+    if not path.is_file():
+        raise LoadError("config-missing", f"no config.json in {sub}", path=str(path))
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if raw.get("model_type") in ("qwen3_5", "qwen3_5_text"):
+        from transformers import Qwen3_5Config, Qwen3_5TextConfig
+
+        if raw["model_type"] == "qwen3_5":
+            composite = Qwen3_5Config.from_dict(raw)
+            text = composite.text_config
+            tie = bool(raw.get("tie_word_embeddings", False) or raw.get("text_config", {}).get("tie_word_embeddings"))
+            text.tie_word_embeddings = tie
+        else:
+            text = Qwen3_5TextConfig.from_dict(raw)
+        return text, "qwen3_5"
+    return AutoConfig.from_pretrained(str(sub), local_files_only=True), "auto"
+
+
+def build_empty_model(config: Any, family: str) -> torch.nn.Module:
+    """The text-only causal LM with every tensor on the meta device (no memory, no init)."""
+    with torch.device("meta"):
+        if family == "qwen3_5":
+            from transformers import Qwen3_5ForCausalLM
+
+            model = Qwen3_5ForCausalLM(config)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_config(config)
+    return model
+
+
+def model_name_for(source_name: str) -> str:
+    """Source (checkpoint) tensor name -> text-only model parameter name."""
+    if source_name.startswith(TEXT_PREFIX):
+        return "model." + source_name[len(TEXT_PREFIX):]
+    return source_name
+
+
+def _fp32_keep(model: torch.nn.Module) -> tuple[str, ...]:
+    keep = []
+    for attr in ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict"):
+        keep.extend(getattr(model, attr, None) or [])
+    return tuple(keep)
+
+
+def _rebuild_meta_buffers(model: torch.nn.Module, device: torch.device) -> None:
+    """Non-persistent buffers (rotary inv_freq) are computed at init, not stored: rebuild their modules."""
+    for mod_name, module in list(model.named_modules()):
+        if not any(b.is_meta for b in module.buffers(recurse=False)):
+            continue
+        cfg = getattr(module, "config", None)
+        if cfg is None:
+            continue  # left on meta: the final check names it
+        with torch.device(device):
+            fresh = type(module)(config=cfg)
+        parent_name, _, child = mod_name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, fresh)
+
+
+def _check_shape(name: str, key: str, t: torch.Tensor, expected: list[int], dtype: torch.dtype) -> None:
+    if list(t.shape) != expected:
+        raise LoadError("tensor-shape-mismatch", f"{name}: {key} has shape {list(t.shape)}, expected {expected}",
+                        tensor=name, key=key, expected=expected, actual=list(t.shape))
+    if t.dtype != dtype:
+        raise LoadError("tensor-dtype-mismatch", f"{name}: {key} is {t.dtype}, expected {dtype}",
+                        tensor=name, key=key, expected=str(dtype), actual=str(t.dtype))
+
+
+def load_model(submission_dir: str | Path, device: str | torch.device = "auto",
+               dtype: str | torch.dtype | None = "auto") -> tuple[torch.nn.Module, Any, LoadReport]:
+    """Verify, load, dequantize, build. Returns (model in eval mode, tokenizer, report)."""
+    from safetensors import safe_open
+    from transformers import AutoTokenizer
+
+    sub = Path(submission_dir).resolve()
+    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    cdtype = resolve_dtype(dtype, dev)
+    report = LoadReport(submission=str(sub), device=str(dev), dtype=str(cdtype).replace("torch.", ""))
+
+    t0 = time.perf_counter()
+    manifest = read_manifest(sub)
+    report.shards = verify_shards(sub, manifest)
+    sha_of = {s["file"]: s["sha256"] for s in report.shards}
+    report.phases["verify"] = round(time.perf_counter() - t0, 4)
+
+    t0 = time.perf_counter()
+    config, family = read_config(sub)
+    model = build_empty_model(config, family)
+    report.architecture = type(model).__name__
+    params = dict(model.named_parameters(remove_duplicate=False))
+    keep_fp32 = _fp32_keep(model)
+    # Read everything the manifest names (non-exempt), grouped by shard.
+    by_shard: dict[str, list[str]] = {}
+    for name, entry in sorted(manifest["tensors"].items()):
+        if is_exempt(name, entry):
+            report.skipped_exempt.append(name)
+            continue
+        by_shard.setdefault(entry["shard"], []).append(name)
+    raw: dict[str, tuple[dict, dict[str, torch.Tensor]]] = {}
+    load_device = "cpu" if dev.type == "cpu" else str(dev)
+    for shard, names in by_shard.items():
+        with safe_open(str(sub / shard), framework="pt", device=load_device) as f:
+            keys = set(f.keys())
+            for name in names:
+                entry = manifest["tensors"][name]
+                wanted = [entry["codes_key"], entry["scale_key"]] if entry["encoding"] == "packed_2bit" \
+                    else [entry["data_key"]]
+                got = {}
+                for key in wanted:
+                    if key not in keys:
+                        raise LoadError("tensor-missing-in-shard", f"{name}: key {key} not in {shard}",
+                                        tensor=name, key=key, path=str(sub / shard))
+                    got[key] = f.get_tensor(key)
+                raw[name] = (entry, got)
+    report.phases["load"] = round(time.perf_counter() - t0, 4)
+
+    t0 = time.perf_counter()
+    weights: dict[str, torch.Tensor] = {}
+    for name, (entry, got) in raw.items():
+        shape = [int(x) for x in entry["shape"]]
+        target = model_name_for(name)
+        want_dtype = torch.float32 if any(k in target for k in keep_fp32) else cdtype
+        if entry["encoding"] == "packed_2bit":
+            g = int(entry["group_size"])
+            if len(shape) != 2 or shape[1] % 4 or shape[1] % g or g % 4:
+                raise LoadError("tensor-shape-mismatch", f"{name}: packed tensor shape {shape} at g={g} is invalid",
+                                tensor=name, actual=shape)
+            codes, scale = got[entry["codes_key"]], got[entry["scale_key"]]
+            _check_shape(name, entry["codes_key"], codes, [shape[0], shape[1] // 4], torch.uint8)
+            _check_shape(name, entry["scale_key"], scale, [shape[0], shape[1] // g], torch.float32)
+            try:
+                t = unpack_2bit(codes, shape[1])
+            except ValueError as e:
+                raise LoadError("invalid-code", f"{name}: {e}", tensor=name) from None
+            w = dequantize(t, scale, g, want_dtype)
+            provenance = {"codes_key": entry["codes_key"], "scale_key": entry["scale_key"], "group_size": g}
+        else:
+            data = got[entry["data_key"]]
+            src_dtype = SAFETENSORS_DTYPES.get(str(entry["dtype"]).upper())
+            _check_shape(name, entry["data_key"], data, shape, src_dtype or data.dtype)
+            w = data.to(want_dtype)
+            provenance = {"data_key": entry["data_key"]}
+        weights[target] = w.to(dev)
+        report.loaded.append({"name": name, "param": target, "encoding": entry["encoding"], "shape": shape,
+                              "shard": entry["shard"], "shard_sha256": sha_of[entry["shard"]], **provenance})
+        for tied in entry.get("tied_to", []) or []:
+            weights.setdefault(model_name_for(tied), weights[target])
+    del raw
+    report.phases["dequantize"] = round(time.perf_counter() - t0, 4)
+
+    t0 = time.perf_counter()
+    unused = sorted(n for n in weights if n not in params)
+    if unused:
+        raise LoadError("tensor-unused", f"{len(unused)} manifest tensors map to no model parameter: "
+                        + ", ".join(unused[:8]), tensors=unused)
+    tie = bool(getattr(config, "tie_word_embeddings", False))
+    emb = model.get_input_embeddings()
+    head = model.get_output_embeddings()
+    emb_name = next(n for n, p in params.items() if p is emb.weight)
+    head_name = next((n for n, p in params.items() if head is not None and p is head.weight), None)
+    if head_name and head_name not in weights and emb_name in weights and (tie or head.weight is emb.weight):
+        weights[head_name] = weights[emb_name]  # tied head, stored once
+    missing = sorted(n for n in params if n not in weights)
+    if missing:
+        raise LoadError("parameter-not-loaded", f"{len(missing)} model parameters are not in the manifest: "
+                        + ", ".join(missing[:8]), parameters=missing)
+    for n in params:
+        if list(params[n].shape) != list(weights[n].shape):
+            raise LoadError("tensor-shape-mismatch", f"{n}: manifest shape {list(weights[n].shape)} does not fit "
+                            f"the model's {list(params[n].shape)}", tensor=n,
+                            expected=list(params[n].shape), actual=list(weights[n].shape))
+    shared: dict[int, torch.nn.Parameter] = {}
+    for n in params:
+        w = weights[n]
+        p = shared.get(id(w))
+        if p is None:
+            p = torch.nn.Parameter(w, requires_grad=False)
+            shared[id(w)] = p
+        mod_name, _, attr = n.rpartition(".")
+        model.get_submodule(mod_name)._parameters[attr] = p
+    _rebuild_meta_buffers(model, dev)
+    left = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.is_meta]
+    if left:
+        raise LoadError("meta-tensor-left", "tensors left on the meta device: " + ", ".join(left[:8]), tensors=left)
+    model.eval()
+    model.requires_grad_(False)
+    report.phases["build"] = round(time.perf_counter() - t0, 4)
+
+    tokenizer = AutoTokenizer.from_pretrained(str(sub), local_files_only=True)
+    return model, tokenizer, report

@@ -1,0 +1,107 @@
+"""The built-in engine and the reasoning controller, in-process on the fixture model."""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from server_fixtures import build_submission
+
+PROMPTS = ["the answer is two plus three", "once upon time there was a cat", "def sum value return",
+           "hello world", "which of following options correct choose A B C D", "tell me story", "so we compute",
+           "print function list"]
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    from ternforge_server.engine import BatchEngine
+    from ternforge_server.loader import load_model
+
+    sub: Path = build_submission(tmp_path_factory.mktemp("fixture") / "sub")
+    model, tok, _ = load_model(sub, "cpu")
+    engine = BatchEngine(model, max_batch=16, max_queue=4).start()
+    yield engine, tok
+    engine.shutdown()
+
+
+def test_batched_greedy_equals_alone_with_staggered_arrivals(loaded) -> None:
+    engine, tok = loaded
+    ids = [tok(p).input_ids for p in PROMPTS]
+    alone = [engine.generate(x, 20 + 3 * i).wait(120) for i, x in enumerate(ids)]
+    streams = []
+    for i, x in enumerate(ids):
+        streams.append(engine.generate(x, 20 + 3 * i))
+        time.sleep(0.03 * (i % 3))  # later requests join a batch that is already decoding
+    together = [s.wait(120) for s in streams]
+    assert engine.stats.max_running >= 3
+    assert together == alone
+    assert all(reason == "length" and len(t) == 20 + 3 * i for i, (t, reason) in enumerate(alone))
+
+
+def test_seeded_sampling_is_reproducible_and_seed_dependent(loaded) -> None:
+    from ternforge_server.engine import Sampling
+
+    engine, tok = loaded
+    ids = tok(PROMPTS[0]).input_ids
+    a = engine.generate(ids, 16, sampling=Sampling(0.9, 0.95, 7)).wait(60)
+    b = engine.generate(ids, 16, sampling=Sampling(0.9, 0.95, 7)).wait(60)
+    c = engine.generate(ids, 16, sampling=Sampling(0.9, 0.95, 8)).wait(60)
+    assert a == b and a[0] != c[0]
+
+
+def test_stop_ids_deadline_and_queue_bound(loaded) -> None:
+    from ternforge_server.engine import QueueFull
+
+    engine, tok = loaded
+    ids = tok(PROMPTS[1]).input_ids
+    free, _ = engine.generate(ids, 12).wait(60)
+    tokens, reason = engine.generate(ids, 12, stop_ids=[free[5]]).wait(60)
+    assert (tokens, reason) == (free[:free.index(free[5])], "stop")
+    _, reason = engine.generate(ids, 10_000, deadline=time.monotonic() + 0.3).wait(60)
+    assert reason == "deadline"
+    streams = []
+    with pytest.raises(QueueFull):
+        for _ in range(200):  # the loop admits up to 16 running; the 4-deep waiting queue then fills
+            streams.append(engine.generate(ids, 200))
+    for s in streams:
+        s.cancel()
+    assert {s.wait(60)[1] for s in streams} <= {"cancelled", "length"}
+
+
+def test_find_loop_detects_repeated_blocks_only() -> None:
+    from ternforge_server.controller import find_loop
+
+    block = [5, 9, 11, 3, 7]
+    assert find_loop(list(range(100)) + block * 25, 96, 4, 256) == 5
+    assert find_loop([1] * 100, 96, 4, 256) == 1
+    assert find_loop(list(range(300)), 96, 4, 256) == 0
+    assert find_loop(list(range(50)) + block * 10, 96, 4, 256) == 0  # 50 tokens of loop: too short yet
+
+
+def test_controller_cuts_thinking_at_budget_and_answers(loaded) -> None:
+    from ternforge_server.controller import ControllerConfig, Outcome, ReasoningController
+
+    engine, tok = loaded
+    cfg = ControllerConfig(reserve={"choice": 40, "math": 40, "code": 40, "default": 40})
+    ctl = ReasoningController(engine, tok, cfg)
+    text = tok.apply_chat_template([{"role": "user", "content": "what is two plus three"}],
+                                   add_generation_prompt=True, tokenize=False)
+    assert ctl.thinking_open(text)
+    ids = tok.encode(text, add_special_tokens=False)
+
+    async def go() -> tuple[list, Outcome]:
+        items = [x async for x in ctl.run(ids, max_tokens=120, thinking=True)]
+        return items[:-1], items[-1]
+
+    deltas, out = asyncio.run(go())
+    budget = 120 - 40 - len(ctl.closing_ids)
+    assert out.thinking_cut in ("budget", "repetition")
+    assert out.reasoning_tokens <= budget
+    if out.thinking_cut == "budget":
+        assert out.reasoning_tokens == budget
+    assert out.content.strip() and "</think>" not in out.content
+    assert out.completion_tokens <= 120
+    assert out.finish_reason in ("stop", "length")
+    assert "".join(d.text for d in deltas if d.kind == "content") == out.content

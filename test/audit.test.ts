@@ -1,0 +1,274 @@
+import { spawnSync } from 'node:child_process';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auditSubmission } from '../lib/audit/audit.ts';
+import { computeGates, type CountedTensor } from '../lib/audit/gates.ts';
+import { auditedSourceTensors, loadSourceCheckpoint, type SourceDescription, type SourceTensor } from '../lib/audit/source.ts';
+import { packInterchange } from '../lib/pack/pack-interchange.ts';
+import { openSafetensors } from '../lib/safetensors/reader.ts';
+import { writeSafetensors, type WriteEntry } from '../lib/safetensors/writer.ts';
+import type { QuantizationManifest } from '../schemas/generated/manifest.ts';
+import { toyQwenTensors, writeInterchange, writeSourceCheckpoint } from './fixtures/safetensors/generate.ts';
+
+const root = join(import.meta.dirname, '..');
+
+/** The real Qwen3.5-4B text model's tensor list (DESIGN.md section 4), header only: no bytes. */
+function qwen35_4b(): SourceDescription {
+  const t: SourceTensor[] = [];
+  const add = (name: string, shape: number[], dtype = 'BF16'): void => {
+    t.push({ name, shape, dtype });
+  };
+  const p = 'model.language_model.';
+  add(`${p}embed_tokens.weight`, [248320, 2560]);
+  add(`${p}norm.weight`, [2560]);
+  for (let i = 0; i < 32; i++) {
+    const l = `${p}layers.${i}.`;
+    if (i % 4 === 3) {
+      add(`${l}self_attn.q_proj.weight`, [8192, 2560]);
+      add(`${l}self_attn.k_proj.weight`, [1024, 2560]);
+      add(`${l}self_attn.v_proj.weight`, [1024, 2560]);
+      add(`${l}self_attn.o_proj.weight`, [2560, 4096]);
+      add(`${l}self_attn.q_norm.weight`, [256]);
+      add(`${l}self_attn.k_norm.weight`, [256]);
+    } else {
+      add(`${l}linear_attn.in_proj_qkv.weight`, [8192, 2560]);
+      add(`${l}linear_attn.in_proj_z.weight`, [4096, 2560]);
+      add(`${l}linear_attn.in_proj_b.weight`, [32, 2560]);
+      add(`${l}linear_attn.in_proj_a.weight`, [32, 2560]);
+      add(`${l}linear_attn.conv1d.weight`, [8192, 1, 4]);
+      add(`${l}linear_attn.A_log`, [32], 'F32');
+      add(`${l}linear_attn.dt_bias`, [32]);
+      add(`${l}linear_attn.norm.weight`, [128]);
+      add(`${l}linear_attn.out_proj.weight`, [2560, 4096]);
+    }
+    add(`${l}mlp.gate_proj.weight`, [9216, 2560]);
+    add(`${l}mlp.up_proj.weight`, [9216, 2560]);
+    add(`${l}mlp.down_proj.weight`, [2560, 9216]);
+    add(`${l}input_layernorm.weight`, [2560]);
+    add(`${l}post_attention_layernorm.weight`, [2560]);
+  }
+  add('model.visual.blocks.0.attn.qkv.weight', [3456, 1152]);
+  add('mtp.fc.weight', [2560, 5120]);
+  return { origin: 'DESIGN.md section 4', tensors: t, tieWordEmbeddings: true };
+}
+
+const numel = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
+
+describe('check values of the real Qwen3.5-4B', () => {
+  it('reproduces DESIGN.md: 426 text tensors, audited set 3,570,052,096 = 3,569,090,560 linear in 1,132,032 rows + 961,536 small', () => {
+    const source = qwen35_4b();
+    const text = source.tensors.filter((t) => t.name.startsWith('model.language_model.'));
+    expect(text).toHaveLength(426);
+    const audited = auditedSourceTensors(source);
+    expect(audited).toHaveLength(425);
+    expect(audited.some((t) => t.name.endsWith('embed_tokens.weight'))).toBe(false);
+    const linear = audited.filter((t) => t.shape.length === 2);
+    const small = audited.filter((t) => t.shape.length !== 2);
+    expect(audited.reduce((a, t) => a + numel(t.shape), 0)).toBe(3_570_052_096);
+    expect(linear.reduce((a, t) => a + numel(t.shape), 0)).toBe(3_569_090_560);
+    expect(linear.reduce((a, t) => a + t.shape[0]!, 0)).toBe(1_132_032);
+    expect(small.reduce((a, t) => a + numel(t.shape), 0)).toBe(961_536);
+    // The reference submission's storage: every linear weight as codes with one scale per row, small in float.
+    const rows: CountedTensor[] = audited.map((t) => (t.shape.length === 2 ? { name: t.name, original: numel(t.shape), codes: numel(t.shape), scales: t.shape[0]!, floats: 0 } : { name: t.name, original: numel(t.shape), codes: 0, scales: 0, floats: numel(t.shape) }));
+    const g = computeGates(rows);
+    expect(g.original).toBe(3_570_052_096);
+    expect(g.stored).toBe(3_571_184_128);
+    expect(g.ternary_fraction.toFixed(4)).toBe('0.9994');
+    expect(g.ternary_fraction_pass && g.stored_ratio_pass).toBe(true);
+  });
+});
+
+let dir: string;
+let sourceDir: string;
+let source: SourceDescription;
+let good: string;
+const tensors = toyQwenTensors(128, 4);
+
+async function packed(name: string, options: Parameters<typeof writeInterchange>[2] = {}): Promise<string> {
+  const inter = join(dir, `inter-${name}`);
+  await writeInterchange(inter, tensors, options);
+  const out = join(dir, name);
+  const r = await packInterchange(inter, out, { shardBytes: 150_000 });
+  if (!r.ok) throw new Error(JSON.stringify(r.error));
+  return out;
+}
+
+async function copyOf(name: string): Promise<string> {
+  const out = join(dir, name);
+  await cp(good, out, { recursive: true });
+  return out;
+}
+
+async function readManifest(d: string): Promise<QuantizationManifest> {
+  return JSON.parse(await readFile(join(d, 'quantization_manifest.json'), 'utf8')) as QuantizationManifest;
+}
+
+async function writeManifest(d: string, m: QuantizationManifest): Promise<void> {
+  await writeFile(join(d, 'quantization_manifest.json'), JSON.stringify(m, null, 2));
+}
+
+/** Rewrites one shard with `edit` applied to its tensors, then updates the manifest's size and sha256. */
+async function rewriteShard(d: string, shard: string, edit: (entries: WriteEntry[]) => void): Promise<void> {
+  const path = join(d, shard);
+  const f = await openSafetensors(path);
+  if (!f.ok) throw f.error;
+  const entries: WriteEntry[] = [];
+  for (const t of f.value.tensors) entries.push({ name: t.name, dtype: t.dtype, shape: [...t.shape], data: await f.value.readTensor(t.name) });
+  await f.value.close();
+  edit(entries);
+  const w = await writeSafetensors(path, entries, { metadata: { format: 'pt' } });
+  const m = await readManifest(d);
+  const s = m.shards.find((x) => x.file === shard)!;
+  s.size = w.size;
+  s.sha256 = w.sha256;
+  await writeManifest(d, m);
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'tf-audit-'));
+  sourceDir = join(dir, 'source');
+  await writeSourceCheckpoint(sourceDir, tensors);
+  const s = await loadSourceCheckpoint(sourceDir);
+  if (!s.ok) throw new Error(JSON.stringify(s.error));
+  source = s.value;
+  good = await packed('good');
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('audit of a packed submission', () => {
+  it('passes a faithful pack, with counts recomputed from the stored bytes', async () => {
+    const report = await auditSubmission(good, { source });
+    expect(report.violations).toEqual([]);
+    expect(report.pass).toBe(true);
+    expect(report.source_coverage).toBe('checked');
+    expect(report.shards.length).toBeGreaterThan(1);
+    const audited = auditedSourceTensors(source);
+    expect(report.counts.tensors).toBe(audited.length);
+    expect(report.counts.original).toBe(audited.reduce((a, t) => a + numel(t.shape), 0));
+    const ternary = audited.filter((t) => t.shape.length === 2 && !/in_proj_[ab]/.test(t.name));
+    const codes = ternary.reduce((a, t) => a + numel(t.shape), 0);
+    expect(report.counts.codes).toBe(codes);
+    expect(report.counts.scales).toBe(codes / 32);
+    expect(report.counts.floats).toBe(report.counts.original - codes);
+    expect(report.counts.excluded).toEqual(['model.language_model.embed_tokens.weight']);
+    expect(report.gates['ternary-fraction'].value).toBeCloseTo(codes / (codes + codes / 32 + report.counts.floats), 12);
+    expect(report.shards.reduce((a, s) => a + s.code_bytes_scanned, 0)).toBe(codes / 4);
+  });
+
+  it('fails gate 1 when too much stays in float, and gate 2 when scales cost too much', async () => {
+    const floaty = await packed('floaty', { keepFloat: (n) => n.includes('mlp.') || n.endsWith('embed_tokens.weight') || n.startsWith('model.visual.') || n.startsWith('mtp.') });
+    const r1 = await auditSubmission(floaty, { source });
+    expect(r1.failed_gates).toEqual(['ternary-fraction']);
+    const heavy = await packed('heavy', { groupSize: 4 });
+    const r2 = await auditSubmission(heavy, { source });
+    expect(r2.failed_gates).toEqual(['ternary-fraction', 'stored-parameters']);
+    expect(r2.gates['stored-parameters'].ratio).toBeGreaterThan(1.2);
+  });
+
+  it('fails gate 3 on one flipped byte in any shard', async () => {
+    const m = await readManifest(good);
+    for (const [k, shard] of m.shards.entries()) {
+      const d = await copyOf(`flip-${k}`);
+      const bytes = await readFile(join(d, shard.file));
+      const at = Math.floor(bytes.length * 0.7);
+      bytes[at] = bytes[at]! ^ 0x01;
+      await writeFile(join(d, shard.file), bytes);
+      const r = await auditSubmission(d, { source });
+      expect(r.failed_gates).toContain('weight-audit');
+      expect(r.violations).toContainEqual(expect.objectContaining({ gate: 'weight-audit', reason: 'shard-sha256-mismatch', shard: shard.file }));
+    }
+  });
+
+  it('fails gate 3 when a manifest entry is removed', async () => {
+    const d = await copyOf('removed');
+    const m = await readManifest(d);
+    delete m.tensors['model.language_model.layers.1.mlp.down_proj.weight'];
+    await writeManifest(d, m);
+    const r = await auditSubmission(d, { source });
+    expect(r.failed_gates).toEqual(['weight-audit']);
+    expect(r.violations).toContainEqual(expect.objectContaining({ reason: 'tensor-not-in-manifest', tensor: 'model.language_model.layers.1.mlp.down_proj.weight' }));
+    expect(r.violations).toContainEqual(expect.objectContaining({ reason: 'unreferenced-stored-tensor', tensor: 'model.language_model.layers.1.mlp.down_proj.weight.codes' }));
+    // The missing tensor still counts as original parameters: dropping it cannot shrink the audited set.
+    expect(r.counts.original).toBe((await auditSubmission(good, { source })).counts.original);
+  });
+
+  it('fails gate 3 on a code set to 3, even with the manifest hashes updated', async () => {
+    const d = await copyOf('code3');
+    const m = await readManifest(d);
+    const name = 'model.language_model.layers.3.self_attn.k_proj.weight';
+    const t = m.tensors[name]!;
+    await rewriteShard(d, t.shard, (entries) => {
+      const e = entries.find((x) => x.name === t.codes_key)!;
+      (e.data as Buffer)[17] = 0b00_11_00_01;
+    });
+    const r = await auditSubmission(d, { source });
+    expect(r.failed_gates).toEqual(['weight-audit']);
+    expect(r.violations).toEqual([expect.objectContaining({ reason: 'invalid-code', tensor: name, detail: expect.stringContaining('codes byte 17 = 0x31') })]);
+  });
+
+  it('fails gate 3 when a scale shape is changed', async () => {
+    const d = await copyOf('scale');
+    const m = await readManifest(d);
+    const name = 'model.language_model.layers.0.mlp.up_proj.weight';
+    const t = m.tensors[name]!;
+    await rewriteShard(d, t.shard, (entries) => {
+      const e = entries.find((x) => x.name === t.scale_key)!;
+      e.shape = [e.shape[0]! * 2, e.shape[1]! / 2];
+    });
+    const r = await auditSubmission(d, { source });
+    expect(r.failed_gates).toEqual(['weight-audit']);
+    expect(r.violations).toEqual([expect.objectContaining({ reason: 'scale-shape-mismatch', tensor: name, expected: 'F32 [256,4]', actual: 'F32 [512,2]' })]);
+  });
+
+  it('never trusts an exempt flag on a text tensor, and counts a tensor the source lacks as float', async () => {
+    const d = await copyOf('exempt');
+    const m = await readManifest(d);
+    m.tensors['model.language_model.layers.0.mlp.gate_proj.weight']!.exempt = true;
+    await writeManifest(d, m);
+    const r = await auditSubmission(d, { source });
+    expect(r.violations).toContainEqual(expect.objectContaining({ reason: 'false-exemption', tensor: 'model.language_model.layers.0.mlp.gate_proj.weight' }));
+
+    const lacking = { ...source, tensors: source.tensors.filter((t) => t.name !== 'model.language_model.layers.2.mlp.up_proj.weight') };
+    const r2 = await auditSubmission(good, { source: lacking });
+    const row = r2.tensors.find((x) => x.name === 'model.language_model.layers.2.mlp.up_proj.weight')!;
+    expect(row).toMatchObject({ audited: true, in_source: false, original: 0, codes: 0, scales: 0, floats: 256 * 128 + 256 * 4 });
+  });
+});
+
+describe('verify <dir>', () => {
+  const run = (...args: string[]) => spawnSync(join(root, 'node_modules/.bin/tsx'), [join(root, 'lib/audit/verify-command.ts'), ...args], { encoding: 'utf8', cwd: root });
+
+  it('passes a good submission against its source and names the failed gate otherwise', async () => {
+    const ok = run(good, '--source', sourceDir);
+    expect(ok.stdout).toContain('gate weight-audit: 0 violations pass');
+    expect(ok.stdout.trim().split('\n').at(-1)).toBe('PASS');
+    expect(ok.status).toBe(0);
+
+    const d = await copyOf('verify-removed');
+    const m = await readManifest(d);
+    delete m.tensors['model.language_model.norm.weight'];
+    await writeManifest(d, m);
+    const bad = run(d, '--source', sourceDir);
+    expect(bad.status).toBe(1);
+    expect(bad.stdout).toContain('gate weight-audit failed: tensor-not-in-manifest model.language_model.norm.weight');
+    expect(bad.stdout.trim().split('\n').at(-1)).toBe('FAIL');
+  });
+
+  it('without a source, checks manifest and bytes and says coverage was skipped', async () => {
+    const r = run(good);
+    expect(r.stdout).toContain('source-coverage check skipped');
+    expect(r.status).toBe(0);
+    const d = await copyOf('verify-arch');
+    await writeFile(join(d, 'architecture.json'), JSON.stringify({ source_tensors: Object.fromEntries(source.tensors.map((t) => [t.name, { shape: t.shape, dtype: t.dtype }])) }));
+    const m = await readManifest(d);
+    delete m.tensors['model.language_model.norm.weight'];
+    await writeManifest(d, m);
+    expect(run(d).status).toBe(1);
+    expect(createHash('sha256').update('x').digest('hex')).toHaveLength(64);
+  });
+});

@@ -1,0 +1,97 @@
+/** Interruption and the workspace lock: SIGKILL mid-write, two concurrent runs, a dead owner, SIGINT. */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { actions, Rig } from './fixtures/engine/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+/** A pid that surely belongs to no live process. */
+function deadPid(): number {
+  return Number(execFileSync('sh', ['-c', 'echo $$']).toString().trim());
+}
+
+describe('interruption and locking', () => {
+  test('a stage killed with SIGKILL mid-write leaves the last good outputs and lock intact; the next run recovers', async () => {
+    await rig.run('all');
+    const lock = rig.read('.ternforge/tiny/lock.json');
+    const outputs = rig.read('.ternforge/tiny/b/outputs/result.json');
+    const evidence = rig.read('.ternforge/tiny/b/evidence.json');
+    rig.setParams('b', { value: 'b2', sleepMs: 60_000 });
+    const { child, done } = rig.start(['all']);
+    await rig.waitForMarker('b');
+    // The stage has written part of its outputs into its temp dir.
+    expect(readdirSync(join(rig.workdir, '.ternforge', 'tmp')).some((d) => d.startsWith('b-'))).toBe(true);
+    child.kill('SIGKILL');
+    expect((await done).signal).toBe('SIGKILL');
+    expect(rig.read('.ternforge/tiny/lock.json')).toBe(lock);
+    expect(rig.read('.ternforge/tiny/b/outputs/result.json')).toBe(outputs);
+    expect(rig.read('.ternforge/tiny/b/evidence.json')).toBe(evidence);
+    expect(rig.exists('.ternforge/run.lock')).toBe(true);
+    const status = await rig.run('status');
+    expect(status.stdout).toBe('fresh  a\nstale  b\nstale  c\nfresh  d\n');
+
+    rig.setParams('b', { value: 'b2' });
+    const next = await rig.json('all');
+    expect(next.code).toBe(0);
+    expect(next.stderr).toContain(`taking over the workspace lock of dead process ${child.pid} (tsx pipeline.ts all, since `);
+    expect(actions(next)).toEqual({ a: 'fresh', b: 'ran', c: 'ran', d: 'fresh' });
+    expect(readdirSync(join(rig.workdir, '.ternforge', 'tmp'))).toEqual([]);
+    expect(rig.exists('.ternforge/run.lock')).toBe(false);
+    expect(JSON.parse(rig.read('.ternforge/tiny/b/outputs/result.json')).value).toBe('b2');
+  });
+
+  test('two concurrent runs: the second fails clearly, or waits with --wait', async () => {
+    rig.setParams('a', { value: 1, sleepMs: 100_000 });
+    const first = rig.start(['all']);
+    await rig.waitForMarker('a');
+    const second = await rig.run('all');
+    expect(second.code).toBe(1);
+    const lockPath = join(rig.workdir, '.ternforge', 'run.lock');
+    expect(second.stderr).toMatch(
+      new RegExp(`^error: the workspace is locked by pid ${first.child.pid} \\(tsx pipeline\\.ts all\\) since \\d{4}-\\d\\d-\\d\\dT[0-9:.]+Z\\n  lock file: ${lockPath.replace(/[.]/g, '\\.')}\\n  wait for it with --wait, or stop that process\\n$`),
+    );
+    const waiting = rig.start(['all', '--wait', '--json']);
+    let stderr = '';
+    waiting.child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    while (!stderr.includes('waiting for')) await sleep(50);
+    expect(stderr).toContain(`waiting for the workspace lock held by pid ${first.child.pid} (tsx pipeline.ts all, since `);
+    writeFileSync(join(rig.markers, 'a.release'), '');
+    expect((await first.done).code).toBe(0);
+    const waiter = await waiting.done;
+    expect(waiter.code).toBe(0);
+    expect(actions(JSON.parse(waiter.stdout))).toEqual({ a: 'fresh', b: 'fresh', c: 'fresh', d: 'fresh' });
+  });
+
+  test("a dead owner's lock is taken over", async () => {
+    const pid = deadPid();
+    mkdirSync(join(rig.workdir, '.ternforge'), { recursive: true });
+    writeFileSync(join(rig.workdir, '.ternforge', 'run.lock'), JSON.stringify({ pid, hostname: hostname(), command: 'tsx pipeline.ts all', since: '2020-01-01T00:00:00.000Z' }));
+    const r = await rig.json('all');
+    expect(r.code).toBe(0);
+    expect(r.stderr.split('\n')[0]).toBe(`taking over the workspace lock of dead process ${pid} (tsx pipeline.ts all, since 2020-01-01T00:00:00.000Z)`);
+    expect(existsSync(join(rig.workdir, '.ternforge', 'run.lock'))).toBe(false);
+  });
+
+  test('SIGINT aborts the stage, removes its temp dir, releases the lock and exits 130', async () => {
+    await rig.run('all');
+    const lock = rig.read('.ternforge/tiny/lock.json');
+    rig.setParams('c', { value: 'c2', sleepMs: 60_000 });
+    const { child, done } = rig.start(['all']);
+    await rig.waitForMarker('c');
+    child.kill('SIGINT');
+    const r = await done;
+    expect(r.code).toBe(130);
+    expect(r.stderr).toContain('error: interrupted during stage c; its previous outputs and lock entry are untouched\n');
+    expect(rig.read('.ternforge/tiny/lock.json')).toBe(lock);
+    expect(readdirSync(join(rig.workdir, '.ternforge', 'tmp')).filter((d) => d.startsWith('c-'))).toEqual([]);
+    expect(rig.exists('.ternforge/run.lock')).toBe(false);
+  });
+});

@@ -18,6 +18,7 @@ import { stage as emit } from './stages/emit.ts';
 import { stage as smokeServe } from './stages/smoke-serve.ts';
 import { stage as evaluate } from './stages/eval.ts';
 import { stage as report } from './stages/report.ts';
+import { verifyCommand } from './lib/audit/verify-command.ts';
 
 export const pipeline: PipelineDecl = {
   stages: [
@@ -34,8 +35,9 @@ export const pipeline: PipelineDecl = {
     { stage: evaluate, needs: ['emit', 'smoke-serve'] },
     { stage: report, needs: ['fetch-model', 'fetch-calib', 'quantize', 'pack', 'quality', 'audit', 'vendor-wheels', 'emit', 'smoke-serve', 'eval'] },
   ],
+  links: { weights: 'pack/weights', wheels: 'vendor-wheels/wheels', evidence: 'emit/evidence' },
 };
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  process.exitCode = await runCli(pipeline, { root: import.meta.dirname });
+  process.exitCode = await runCli(pipeline, { root: import.meta.dirname, commands: [verifyCommand] });
 }

@@ -204,6 +204,7 @@ async function run(graph: Graph, targets: readonly string[], all: boolean, g: Gl
       hashedBytes: s.hasher.stats.hashedBytes,
       hashedFiles: s.hasher.stats.hashedFiles,
       cachedFiles: s.hasher.stats.cachedFiles,
+      hashMs: Math.round(s.hasher.stats.busyMs * 10) / 10,
       engineMs: Math.round((totalMs - stageMs) * 10) / 10,
       totalMs: Math.round(totalMs * 10) / 10,
       failure: result.failure,

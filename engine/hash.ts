@@ -42,6 +42,8 @@ export interface HashStats {
   hashedFiles: number;
   /** Files answered from the stat cache. */
   cachedFiles: number;
+  /** Wall-clock milliseconds during which at least one file was being read and hashed. */
+  busyMs: number;
 }
 
 function nowNs(): bigint {
@@ -149,7 +151,9 @@ export class FileHasher {
   readonly #pool: HashPool;
   readonly #inflight = new Map<string, Promise<FileDigest>>();
   #dirty = false;
-  readonly stats: HashStats = { hashedBytes: 0, hashedFiles: 0, cachedFiles: 0 };
+  readonly stats: HashStats = { hashedBytes: 0, hashedFiles: 0, cachedFiles: 0, busyMs: 0 };
+  #reading = 0;
+  #busySince = 0;
   /** Progress line on stderr while big files are hashed (only when stderr is a terminal). */
   readonly #progress: { total: number; done: number; files: number; shown: boolean };
 
@@ -189,13 +193,18 @@ export class FileHasher {
     if (wait >= 0n) await new Promise((r) => setTimeout(r, Number(wait / 1_000_000n) + 2));
     const hashedAtNs = nowNs();
     let digest: { sha256: string; size: number };
-    if (Number(st.size) >= WORKER_THRESHOLD) {
-      this.#progress.total += Number(st.size);
-      digest = await this.#pool.hash(path, (n) => this.#showProgress(n));
-      this.#progress.files++;
-      this.#showProgress(0);
-    } else {
-      digest = hashSmall(path);
+    if (this.#reading++ === 0) this.#busySince = performance.now();
+    try {
+      if (Number(st.size) >= WORKER_THRESHOLD) {
+        this.#progress.total += Number(st.size);
+        digest = await this.#pool.hash(path, (n) => this.#showProgress(n));
+        this.#progress.files++;
+        this.#showProgress(0);
+      } else {
+        digest = hashSmall(path);
+      }
+    } finally {
+      if (--this.#reading === 0) this.stats.busyMs += performance.now() - this.#busySince;
     }
     this.stats.hashedBytes += digest.size;
     this.stats.hashedFiles++;

@@ -1,3 +1,81 @@
-import { placeholderStage } from './placeholder.ts';
+/**
+ * smoke-serve: starts serve.sh from the emitted directory in a clean environment, offline (a network
+ * namespace with only loopback up, when permitted), and checks gates 4-6 of DESIGN.md: /health 200
+ * within the start-up limit, one request as graded plus `concurrency` at once all well-formed within the
+ * deadline, /health afterwards. Writes `smoke.json` (schemas/smoke-report.schema.json), `serve.log` and
+ * the server's `startup-report.json`; fails naming each failed gate. The server's whole process group
+ * is ended at the end, always (abort included).
+ *
+ * Uncached: it measures a live process, whose result its declared inputs do not fully decide.
+ */
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { prettyJson } from '../engine/digest.ts';
+import { SchemaSet } from '../engine/json-io.ts';
+import { err, ok } from '../engine/result.ts';
+import { defineStage } from '../engine/types.ts';
+import { runSmoke, venvBaseDir } from '../lib/smoke/smoke.ts';
+import type { SmokeServeParams } from '../schemas/generated/smoke-serve.ts';
 
-export const stage = placeholderStage('smoke-serve', 'Start serve.sh offline and check the start-up and load gates', 'issue 5');
+export const stage = defineStage<SmokeServeParams>({
+  name: 'smoke-serve',
+  summary: 'Start serve.sh offline from the emitted directory and check gates 4-6 (start-up, load, health after load)',
+  code: ['stages/smoke-serve.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'schemas/smoke-report.schema.json'],
+  schema: 'schemas/stages/smoke-serve.schema.json',
+  tools: ['node'],
+  outputs: 'uncached',
+  async run(ctx) {
+    const p = ctx.params;
+    const scratch = mkdtempSync(join(tmpdir(), 'ternforge-smoke-'));
+    try {
+      const pythonDir = p.python !== undefined ? join(p.python, '..') : venvBaseDir(ctx.python);
+      const r = await runSmoke({
+        submission: ctx.upstream('emit'),
+        scratch,
+        maxTokens: p.max_tokens ?? 64,
+        concurrency: p.concurrency ?? 16,
+        deadlineS: p.deadline_s ?? 300,
+        startupLimitS: p.startup_limit_s ?? 300,
+        requireStop: p.require_stop ?? false,
+        namespace: p.network_namespace ?? 'auto',
+        ...(pythonDir !== undefined ? { pythonDir } : {}),
+        signal: ctx.signal,
+        log: (l) => ctx.log(l),
+      });
+      if (ctx.signal.aborted) return err({ reason: 'interrupted', stage: ctx.stage });
+      if (!r.ok) return err({ reason: 'stage-failed', stage: ctx.stage, detail: `the smoke test could not run: ${r.error}` });
+      const report = r.value;
+      const errors = new SchemaSet(join(ctx.root, 'schemas')).validate('smoke-report.schema.json', report);
+      if (errors.length > 0) throw new Error(`smoke.json fails its own schema: ${errors.join('; ')}`);
+      writeFileSync(join(ctx.out, 'smoke.json'), prettyJson(report));
+      for (const f of ['serve.log', 'startup-report.json']) if (existsSync(join(scratch, f))) copyFileSync(join(scratch, f), join(ctx.out, f));
+
+      for (const g of report.gates) ctx.log(`gate ${g.gate} (${g.name}): ${g.status}${g.detail !== undefined ? `: ${g.detail}` : ''}`);
+      const s = report.startup;
+      ctx.log(`start-up: /health 200 after ${s.health_200_s ?? '-'} s; phases ${JSON.stringify(s.phases ?? {})}`);
+      if (report.load !== null) ctx.log(`load: ${report.load.ok}/${report.load.concurrency} ok in ${report.load.wall_s} s, finish_reason ${JSON.stringify(report.load.finish_reasons)}, ${report.load.tokens_per_s} tok/s, /health p99 ${report.load.health_during.p99_ms ?? '-'} ms`);
+      const summary = {
+        passed: report.passed,
+        isolation: report.isolation,
+        health_200_s: s.health_200_s,
+        phases: s.phases ?? {},
+        graded: report.graded === null ? null : { ok: report.graded.ok, latency_s: report.graded.latency_s, finish_reason: report.graded.finish_reason },
+        load: report.load === null ? null : { ok: report.load.ok, wall_s: report.load.wall_s, finish_reasons: report.load.finish_reasons, tokens_per_s: report.load.tokens_per_s, health_p99_ms: report.load.health_during.p99_ms },
+        health_after: report.health_after?.status ?? null,
+      };
+      if (!report.passed) {
+        const failed = report.gates.filter((g) => g.status === 'failed');
+        return err({
+          reason: 'stage-failed',
+          stage: ctx.stage,
+          detail: failed.map((g) => `gate ${g.gate} (${g.name}) failed: ${g.detail ?? ''}`).join('; '),
+          facts: { failed_gates: report.failed_gates, ...summary, serve_log_tail: report.server.log_tail.split('\n').slice(-15).join('\n') },
+        });
+      }
+      return ok({ summary });
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  },
+});

@@ -10,13 +10,13 @@
  * `wheels.json` (schemas/wheels-record.schema.json).
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { prettyJson, sha256 } from '../engine/digest.ts';
 import type { Failure } from '../engine/failure.ts';
 import { err, ok, unreachable } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import { exec } from '../lib/submission/exec.ts';
-import { WHEELS_LOCK, WHEELS_RECORD } from '../lib/submission/layout.ts';
+import { LOCK_WITH_HASHES, WHEELS_LOCK, WHEELS_RECORD } from '../lib/submission/layout.ts';
 import { pythonMinor, proveOfflineInstall } from '../lib/submission/wheel-proof.ts';
 import { abiTag, applyOverrides, ensureCached, lockText, resolveLock, vendorInto, wheelCacheDir, type WheelsFailure, type WheelTarget } from '../lib/submission/wheels.ts';
 import type { VendorWheelsParams } from '../schemas/generated/vendor-wheels.ts';
@@ -63,7 +63,7 @@ export const stage = defineStage<VendorWheelsParams>({
     const p = ctx.params;
     const target: WheelTarget = { pythonVersion: p.python_version, platform: p.platform };
     const findLinks = p.find_links ?? [];
-    const src = join(ctx.root, requirementsPath(p));
+    const src = resolve(ctx.root, requirementsPath(p));
     const srcText = readFileSync(src, 'utf8');
     const { lines, replaced } = applyOverrides(srcText, p.overrides ?? []);
     for (const r of replaced) ctx.log(`override: ${r}`);
@@ -96,7 +96,8 @@ export const stage = defineStage<VendorWheelsParams>({
     const lock = lockText(wheels, [
       `Locked by ternforge vendor-wheels for CPython ${target.pythonVersion} ${target.platform} (uv ${uvVersion}).`,
       `Install offline: pip install --no-index --find-links wheels -r requirements-serve.txt`,
-    ]);
+      `sha256 of every wheel: evidence/wheels.json`,
+    ], LOCK_WITH_HASHES);
     writeFileSync(lockPath, lock);
 
     // The proof: the installer check runs pip with an interpreter of the target's version.

@@ -31,7 +31,7 @@ export function extractBoxed(content: string | null | undefined): string | null 
   for (const c of BOX_COMMANDS) {
     let i = text.lastIndexOf(c);
     // `\boxedfoo` is another command: skip matches followed by a letter.
-    while (i >= 0 && /[A-Za-z]/.test(text[i + c.length] ?? '')) i = text.lastIndexOf(c, i - 1);
+    while (i >= 0 && /[A-Za-z]/.test(text[i + c.length] ?? '')) i = i === 0 ? -1 : text.lastIndexOf(c, i - 1);
     if (i > at) {
       at = i;
       command = c;

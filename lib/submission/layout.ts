@@ -30,6 +30,11 @@ export const EVIDENCE_DIR = 'evidence';
 /** vendor-wheels' own outputs. */
 export const WHEELS_LOCK = 'requirements-serve.lock.txt';
 export const WHEELS_RECORD = 'wheels.json';
+/**
+ * Whether the shipped lock carries `--hash=sha256:` per pin. Off while serve.sh's pre-install check
+ * accepts only bare `name==version` lines; the sha256 of every wheel is in evidence/wheels.json either way.
+ */
+export const LOCK_WITH_HASHES = false;
 
 /**
  * Files taken from fetch-model's `model/` when present: config, tokenizer and chat template, never

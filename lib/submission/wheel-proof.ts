@@ -12,7 +12,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exec, tail } from './exec.ts';
-import { abiTag, blamedRequirements, parseCompiled, parseWheelFilename, pipPlatform, sha256File, toolEnv, uvCompileArgs, type WheelFile, type WheelTarget } from './wheels.ts';
+import { abiTag, blamedRequirements, parseCompiled, parseWheelFilename, pipPlatformArgs, sha256File, toolEnv, uvCompileArgs, type WheelFile, type WheelTarget } from './wheels.ts';
 
 /** One check's outcome. `missing` names the requirements it could not satisfy. */
 export interface ProofCheck {
@@ -72,7 +72,7 @@ export async function checkInstaller(o: { python: string | null; lock: string; w
   if (o.python === null) return { check: 'installer', status: 'skipped', detail: `no CPython ${o.target.pythonVersion} on this machine to run pip for the target; the resolver check stands` };
   const scratch = mkdtempSync(join(tmpdir(), 'ternforge-pip-proof-'));
   try {
-    const args = ['-m', 'pip', 'install', '--dry-run', '--ignore-installed', '--no-index', '--find-links', o.wheelsDir, '--only-binary=:all:', '--python-version', o.target.pythonVersion, '--platform', pipPlatform(o.target.platform), '--implementation', 'cp', '--abi', abiTag(o.target.pythonVersion), '--target', scratch, '-r', o.lock];
+    const args = ['-m', 'pip', 'install', '--dry-run', '--ignore-installed', '--no-index', '--find-links', o.wheelsDir, '--only-binary=:all:', '--python-version', o.target.pythonVersion, ...pipPlatformArgs(o.target.platform), '--implementation', 'cp', '--abi', abiTag(o.target.pythonVersion), '--target', scratch, '-r', o.lock];
     const r = await exec(o.python, args, { env: toolEnv(), ...(o.signal ? { signal: o.signal } : {}) });
     if (r.code === 0) return { check: 'installer', status: 'passed', command: r.command };
     return { check: 'installer', status: 'failed', command: r.command, missing: blamedRequirements(r.stdout + r.stderr), detail: tail(r.spawnError ?? r.stdout + r.stderr, 20) };

@@ -64,11 +64,22 @@ export function parseWheelFilename(filename: string): { name: string; version: s
   return { name: normalizeName(parts[0]!), version: parts[1]! };
 }
 
-/** pip's `--platform` spelling of a uv platform: `x86_64-manylinux_2_28` -> `manylinux_2_28_x86_64`. */
-export function pipPlatform(platform: string): string {
-  const m = /^([a-z0-9_]+)-(manylinux_\d+_\d+)$/.exec(platform);
+/**
+ * pip's `--platform` flags for a uv platform: `x86_64-manylinux_2_28` -> every manylinux tag a
+ * glibc 2.28 system accepts (`manylinux_2_28_x86_64` down to `manylinux_2_5_x86_64`, plus the legacy
+ * aliases manylinux2014/2010/1). pip does not expand a given `--platform` to older glibc tags itself.
+ */
+export function pipPlatformArgs(platform: string): string[] {
+  const m = /^([a-z0-9_]+)-manylinux_(\d+)_(\d+)$/.exec(platform);
   if (m === null) throw new Error(`unsupported platform ${platform}: want <arch>-manylinux_<major>_<minor>`);
-  return `${m[2]}_${m[1]}`;
+  const [arch, major, minor] = [m[1]!, Number(m[2]), Number(m[3])];
+  const tags: string[] = [];
+  for (let g = minor; g >= 5 && major === 2; g--) {
+    tags.push(`manylinux_2_${g}_${arch}`);
+    const legacy = ({ 17: 'manylinux2014', 12: 'manylinux2010', 5: 'manylinux1' } as Record<number, string>)[g];
+    if (legacy !== undefined) tags.push(`${legacy}_${arch}`);
+  }
+  return tags.flatMap((t) => ['--platform', t]);
 }
 
 /** The CPython ABI tag of a target: `3.12` -> `cp312`. */
@@ -231,7 +242,7 @@ export async function ensureCached(o: { python: string; cacheDir: string; pins: 
       const text = missing.map((p) => `${p.name}==${p.version}${p.hashes.map((h) => ` --hash=sha256:${h}`).join('')}`).join('\n') + '\n';
       writeFileSync(reqFile, text);
       o.log?.(`downloading ${missing.length} wheel(s) for ${targetKey(o.target)}: ${missing.map((p) => `${p.name}==${p.version}`).join(', ')}`);
-      const args = ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--progress-bar', 'off', '--python-version', o.target.pythonVersion, '--platform', pipPlatform(o.target.platform), '--implementation', 'cp', '--abi', abiTag(o.target.pythonVersion), '-d', tmp, '-r', reqFile, ...o.findLinks.flatMap((f) => ['--find-links', f]), ...(o.indexUrl !== undefined ? ['--index-url', o.indexUrl] : [])];
+      const args = ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--progress-bar', 'off', '--python-version', o.target.pythonVersion, ...pipPlatformArgs(o.target.platform), '--implementation', 'cp', '--abi', abiTag(o.target.pythonVersion), '-d', tmp, '-r', reqFile, ...o.findLinks.flatMap((f) => ['--find-links', f]), ...(o.indexUrl !== undefined ? ['--index-url', o.indexUrl] : [])];
       const r: ExecOutput = await exec(o.python, args, { env: toolEnv(), ...(o.signal ? { signal: o.signal } : {}) });
       if (r.spawnError !== undefined) return err({ kind: 'tool-failed', command: r.command, detail: r.spawnError });
       if (r.code !== 0) {
@@ -271,9 +282,12 @@ export async function vendorInto(wheelsDir: string, pins: readonly LockedPin[], 
   return ok({ wheels, linked, copied });
 }
 
-/** The locked requirements that ship: one exact pin per wheel, bound to the vendored file's sha256. */
-export function lockText(wheels: readonly WheelFile[], header: readonly string[]): string {
+/**
+ * The locked requirements that ship: one exact pin per wheel, each bound to the vendored file's sha256
+ * when `withHashes` (pip then installs in hash-checking mode).
+ */
+export function lockText(wheels: readonly WheelFile[], header: readonly string[], withHashes: boolean): string {
   const lines = header.map((h) => `# ${h}`);
-  for (const w of [...wheels].sort((a, b) => a.name.localeCompare(b.name))) lines.push(`${w.name}==${w.version} --hash=sha256:${w.sha256}`);
+  for (const w of [...wheels].sort((a, b) => a.name.localeCompare(b.name))) lines.push(`${w.name}==${w.version}${withHashes ? ` --hash=sha256:${w.sha256}` : ''}`);
   return lines.join('\n') + '\n';
 }

@@ -67,12 +67,44 @@ def source_tensor_names(model_dir: str | Path) -> dict[str, tuple[int, ...]]:
 
 
 def load_float_model(model_dir: str | Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> nn.Module:
-    """The full-precision causal LM (text model only) from a fetch-model `model/` directory."""
-    from transformers import AutoModelForCausalLM
+    """The full-precision text-only causal LM from a fetch-model `model/` directory, built the way the
+    server's loader builds the packed one (same class, same name mapping, tied head shared), so the two
+    differ only in their weights."""
+    from safetensors import safe_open
 
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
+    from ternforge_server.loader import _rebuild_meta_buffers, build_empty_model, model_name_for, read_config
+
+    model_dir = Path(model_dir)
+    config, family = read_config(model_dir)
+    model = build_empty_model(config, family)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    index = model_dir / "model.safetensors.index.json"
+    where = (json.loads(index.read_text())["weight_map"] if index.exists()
+             else {k: "model.safetensors" for k in source_tensor_names(model_dir)})
+    weights: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(where.values())):
+        with safe_open(str(model_dir / shard), framework="pt") as f:
+            for name in f.keys():
+                target = model_name_for(name)
+                if target in params:
+                    weights[target] = f.get_tensor(name).to(device=device, dtype=dtype)
+    emb, head = model.get_input_embeddings(), model.get_output_embeddings()
+    emb_name = next(n for n, p in params.items() if p is emb.weight)
+    for n, p in params.items():
+        if n not in weights and head is not None and p is head.weight:
+            weights[n] = weights[emb_name]  # tied head, stored once in the checkpoint
+    missing = sorted(n for n in params if n not in weights)
+    if missing:
+        raise ValueError(f"{model_dir}: {len(missing)} model parameters not in the checkpoint: {missing[:5]}")
+    shared: dict[int, nn.Parameter] = {}
+    for n in params:
+        w = weights[n]
+        p = shared.setdefault(id(w), nn.Parameter(w, requires_grad=False))
+        mod_name, _, attr = n.rpartition(".")
+        model.get_submodule(mod_name)._parameters[attr] = p
+    _rebuild_meta_buffers(model, torch.device(device))
     model.config.use_cache = False
-    return model.to(device).eval()
+    return model.eval()
 
 
 def decoder_layers(model: nn.Module) -> tuple[str, nn.ModuleList]:

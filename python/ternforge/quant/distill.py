@@ -127,7 +127,8 @@ def _batch_at(step: int, seqs: torch.Tensor, bs: int, seed: int) -> torch.Tensor
 
 
 def _digest(cfg: KDConfig, seqs: torch.Tensor, student: dict[str, TernaryLinear]) -> str:
-    h = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode())
+    fixed = {k: v for k, v in asdict(cfg).items() if k not in ("steps", "checkpoint_every")}  # may grow on resume
+    h = hashlib.sha256(json.dumps(fixed, sort_keys=True).encode())
     h.update(seqs.numpy().tobytes())
     for name in sorted(student):
         h.update(name.encode())

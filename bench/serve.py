@@ -1,0 +1,126 @@
+"""Serving benchmark: 16 concurrent requests vs one at a time vs one static batch-16 generate, /health p99.
+
+    npm run bench:serve                      # the tiny fixture submission, CPU
+    npm run bench:serve -- --dir dist/smol   # an emitted submission
+Prints a table and writes bench/results/serve.json. Requests go to /v1/completions with temperature 0 and
+a fixed max_tokens, so every request decodes exactly that many tokens unless it stops.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "python"), str(ROOT / "python" / "tests")]
+
+PROMPTS = [f"Question {i}: once upon a time there was a cat that sat on the mat and" for i in range(16)]
+
+
+def post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    from server_fixtures import ServerProcess, build_submission
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    sub = Path(args.dir).resolve() if args.dir else build_submission(tmp / "sub")
+    srv = ServerProcess(sub, tmp / "server.log", "--device", args.device)
+    try:
+        srv.wait_ready(600)
+        url = srv.url + "/v1/completions"
+
+        def one(p: str) -> int:
+            r = post(url, {"model": "x", "prompt": p, "max_tokens": args.max_tokens, "temperature": 0})
+            return r["usage"]["completion_tokens"]
+
+        one(PROMPTS[0])  # warm
+        t0 = time.perf_counter()
+        seq_tokens = sum(one(p) for p in PROMPTS)
+        seq_s = time.perf_counter() - t0
+
+        lat: list[float] = []
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.is_set():
+                t = time.perf_counter()
+                urllib.request.urlopen(srv.url + "/health", timeout=30).read()
+                lat.append(time.perf_counter() - t)
+                time.sleep(0.02)
+
+        poller = threading.Thread(target=poll)
+        t0 = time.perf_counter()
+        poller.start()
+        with cf.ThreadPoolExecutor(16) as pool:
+            conc_tokens = sum(pool.map(one, PROMPTS))
+        conc_s = time.perf_counter() - t0
+        stop.set()
+        poller.join()
+    finally:
+        srv.stop()
+
+    # One static batch-16 generate on the same prompts, in-process, through the same loader.
+    import torch
+
+    from ternforge_server.loader import load_model
+
+    model, tok, _ = load_model(sub, args.device)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    enc = tok(PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+    with torch.inference_mode():
+        model.generate(**enc, max_new_tokens=4, do_sample=False)
+        t0 = time.perf_counter()
+        out = model.generate(**enc, max_new_tokens=args.max_tokens, min_new_tokens=args.max_tokens,
+                             do_sample=False)
+        static_s = time.perf_counter() - t0
+    static_tokens = int((out.shape[1] - enc["input_ids"].shape[1]) * out.shape[0])
+
+    p99 = statistics.quantiles(lat, n=100)[98] if len(lat) > 2 else max(lat)
+    rows = {
+        "one_at_a_time": {"tokens": seq_tokens, "seconds": round(seq_s, 3), "tok_s": round(seq_tokens / seq_s, 1)},
+        "concurrent_16": {"tokens": conc_tokens, "seconds": round(conc_s, 3), "tok_s": round(conc_tokens / conc_s, 1)},
+        "static_batch_16": {"tokens": static_tokens, "seconds": round(static_s, 3),
+                            "tok_s": round(static_tokens / static_s, 1)},
+    }
+    result = {
+        "submission": str(sub), "device": args.device, "max_tokens": args.max_tokens, "rows": rows,
+        "speedup_vs_one_at_a_time": round(rows["concurrent_16"]["tok_s"] / rows["one_at_a_time"]["tok_s"], 2),
+        "ratio_vs_static_batch": round(rows["concurrent_16"]["tok_s"] / rows["static_batch_16"]["tok_s"], 2),
+        "health_under_load_ms": {"n": len(lat), "p50": round(statistics.median(lat) * 1000, 2),
+                                 "p99": round(p99 * 1000, 2), "max": round(max(lat) * 1000, 2)},
+    }
+    print(f"{'mode':<18}{'tokens':>8}{'seconds':>10}{'tok/s':>10}")
+    for k, v in rows.items():
+        print(f"{k:<18}{v['tokens']:>8}{v['seconds']:>10}{v['tok_s']:>10}")
+    print(f"16-concurrent / one-at-a-time: {result['speedup_vs_one_at_a_time']}x; "
+          f"/ static batch: {result['ratio_vs_static_batch']}x")
+    h = result["health_under_load_ms"]
+    print(f"/health under load: n={h['n']} p50={h['p50']} ms p99={h['p99']} ms max={h['max']} ms")
+    out_path = ROOT / "bench" / "results" / "serve.json"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_out = out_path.with_suffix(".json.tmp")
+    tmp_out.write_text(json.dumps(result, indent=2) + "\n")
+    tmp_out.replace(out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+/**
+ * One evaluation: every question of the given sets sent to the endpoint with the grader's settings,
+ * scored by its format's scorer, and tabulated per benchmark. Writes nothing; the eval stage writes
+ * the returned report into its evidence.
+ */
+import type { CodeQuestion } from '../../schemas/generated/eval-question.ts';
+import { scoreChoice } from './choice.ts';
+import { completeAll, type ClientSettings, type Completion } from './client.ts';
+import { sandboxInfo, scoreCode, type SandboxInfo, type SandboxOptions } from './code-sandbox.ts';
+import { answerText } from './content.ts';
+import { scoreMath } from './math-equiv.ts';
+import { mapPool } from './pool.ts';
+import { promptFor, type Question } from './prompts.ts';
+import type { LoadedSet } from './questions.ts';
+import { tabulate, zeroReason, type Benchmark, type QuestionOutcome, type ScoreTable } from './score.ts';
+
+export interface RunEvalOptions {
+  /** Server root, e.g. `http://127.0.0.1:8000`. */
+  baseUrl: string;
+  /** Validated question sets (see questions.ts); any role may be evaluated. */
+  sets: readonly LoadedSet[];
+  /** Requests in flight. Default 16. */
+  concurrency?: number;
+  /** Default 4096. */
+  maxTokens?: number;
+  /** Per-request deadline in ms. Default 300000. */
+  timeoutMs?: number;
+  /** Default 0. */
+  temperature?: number;
+  model?: string;
+  /** Extra request body fields (a sweep's parameter). */
+  extraBody?: Record<string, unknown>;
+  /** Code sandbox limits, and how many programs run at once (default 2). */
+  sandbox?: SandboxOptions & { concurrency?: number };
+  signal?: AbortSignal;
+}
+
+/** A set as the report names it. */
+export interface SetSummary {
+  readonly name: string;
+  readonly path: string;
+  readonly sha256: string;
+  readonly role: LoadedSet['set']['role'];
+  readonly benchmark: Benchmark;
+  readonly source: LoadedSet['set']['source'];
+  readonly questions: number;
+}
+
+/** What one evaluation measured. */
+export interface EvalReport {
+  /** Report layout version. */
+  readonly version: 1;
+  readonly startedAt: string;
+  readonly wallMs: number;
+  /** The request settings every question used. */
+  readonly settings: ClientSettings;
+  /** The code sandbox (null when no code question was asked). */
+  readonly sandbox: SandboxInfo | null;
+  readonly sets: SetSummary[];
+  readonly table: ScoreTable;
+  readonly questions: QuestionOutcome[];
+}
+
+interface Job {
+  readonly set: LoadedSet;
+  readonly question: Question;
+  readonly key: string;
+}
+
+const ANSWER_TAIL = 300;
+
+function outcomeBase(job: Job, c: Completion): Omit<QuestionOutcome, 'correct' | 'extracted' | 'detail'> {
+  return {
+    id: job.question.id,
+    set: job.set.set.name,
+    benchmark: job.set.set.benchmark,
+    finishReason: c.finishReason,
+    truncated: c.finishReason === 'length',
+    timedOut: c.timedOut,
+    error: c.error,
+    completionTokens: c.usage?.completionTokens ?? null,
+    latencyMs: c.latencyMs,
+  };
+}
+
+/** Score every reply; timeouts, errors and truncated replies score zero (code is then not run). */
+async function scoreAll(jobs: readonly Job[], completions: readonly Completion[], opts: RunEvalOptions): Promise<QuestionOutcome[]> {
+  const sandboxLimit = opts.sandbox?.concurrency ?? 2;
+  return mapPool(jobs, sandboxLimit, async (job, i) => {
+    const c = completions[i]!;
+    const base = outcomeBase(job, c);
+    const zero = zeroReason(c);
+    const tailText = answerText(c.content).slice(-ANSWER_TAIL);
+    const q = job.question;
+    switch (q.kind) {
+      case 'choice': {
+        const s = scoreChoice(c.content, q.options.length, q.answer);
+        return { ...base, correct: zero === null && s.correct, extracted: s.extracted, detail: { zeroReason: zero, answerTail: tailText } };
+      }
+      case 'math': {
+        const s = scoreMath(c.content, q.answer);
+        return { ...base, correct: zero === null && s.correct, extracted: s.extracted, detail: { zeroReason: zero, answerTail: tailText } };
+      }
+      case 'code': {
+        if (zero !== null) return { ...base, correct: false, extracted: null, detail: { zeroReason: zero, answerTail: tailText } };
+        const r = await scoreCode(c.content, q as CodeQuestion, opts.sandbox);
+        return { ...base, correct: r.passed, extracted: r.verdict, detail: { zeroReason: null, tests: r.tests, answerTail: tailText } };
+      }
+    }
+  });
+}
+
+/** Ask, score and tabulate every question of `opts.sets`. */
+export async function runEval(opts: RunEvalOptions): Promise<EvalReport> {
+  const started = performance.now();
+  const startedAt = new Date().toISOString();
+  const jobs: Job[] = opts.sets.flatMap((set) => set.set.questions.map((question) => ({ set, question, key: `${set.set.name}/${question.id}` })));
+  const { settings, completions } = await completeAll(
+    jobs.map((j) => ({ id: j.key, messages: promptFor(j.question) })),
+    {
+      baseUrl: opts.baseUrl,
+      concurrency: opts.concurrency,
+      maxTokens: opts.maxTokens,
+      timeoutMs: opts.timeoutMs,
+      temperature: opts.temperature,
+      model: opts.model,
+      extraBody: opts.extraBody,
+      signal: opts.signal,
+    },
+  );
+  const questions = await scoreAll(jobs, completions, opts);
+  const hasCode = jobs.some((j) => j.question.kind === 'code');
+  const sandbox = hasCode ? await sandboxInfo(opts.sandbox) : null;
+  return {
+    version: 1,
+    startedAt,
+    wallMs: performance.now() - started,
+    settings,
+    sandbox,
+    sets: opts.sets.map((s) => ({
+      name: s.set.name,
+      path: s.path,
+      sha256: s.sha256,
+      role: s.set.role,
+      benchmark: s.set.benchmark,
+      source: s.set.source,
+      questions: s.set.questions.length,
+    })),
+    table: tabulate(questions),
+    questions,
+  };
+}

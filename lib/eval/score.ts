@@ -1,0 +1,150 @@
+/**
+ * Normalisation and tables, exactly as the grader scores: per benchmark,
+ * `clamp((accuracy - floor) / (ceiling - floor), 0, 1) * 100`, where the floor is chance and the ceiling
+ * is the bf16 reference model under the grader; the final score is the mean over benchmarks. A request
+ * that timed out, failed, or finished with `length` (cut off at `max_tokens`) scores zero whatever its
+ * text says.
+ */
+import type { QuestionSet } from '../../schemas/generated/eval-question.ts';
+
+/** The four graded benchmarks (the `benchmark` field of a question set). */
+export type Benchmark = QuestionSet['benchmark'];
+
+/** Chance level (floor) and the bf16 reference accuracy (ceiling) per benchmark, from the grader. */
+export const NORMALISATION: Readonly<Record<Benchmark, { readonly floor: number; readonly ceiling: number }>> = {
+  'gpqa-diamond': { floor: 0.25, ceiling: 0.571 },
+  'math-500': { floor: 0, ceiling: 0.866 },
+  livecodebench: { floor: 0, ceiling: 0.425 },
+  'mmlu-pro': { floor: 0.111, ceiling: 0.716 },
+};
+
+/** Benchmarks in the order tables list them. */
+export const BENCHMARK_ORDER: readonly Benchmark[] = ['gpqa-diamond', 'math-500', 'livecodebench', 'mmlu-pro'];
+
+/** The grader's normalised score (0..100) for a raw accuracy (0..1) on one benchmark. */
+export function normalisedScore(benchmark: Benchmark, accuracy: number): number {
+  const { floor, ceiling } = NORMALISATION[benchmark];
+  const x = (accuracy - floor) / (ceiling - floor);
+  return Math.min(1, Math.max(0, x)) * 100;
+}
+
+/** What the client observed for one request (see client.ts). */
+export interface RequestFacts {
+  /** `finish_reason` of the first choice; null when no reply came. */
+  readonly finishReason: string | null;
+  /** The request ran past its deadline and was aborted. */
+  readonly timedOut: boolean;
+  /** Transport or HTTP failure; null when a well-formed reply came. */
+  readonly error: string | null;
+}
+
+/** Why a reply scored zero before its answer was read, or null when its answer is read. */
+export function zeroReason(r: RequestFacts): 'timeout' | 'error' | 'truncated' | null {
+  if (r.timedOut) return 'timeout';
+  if (r.error !== null) return 'error';
+  if (r.finishReason === 'length') return 'truncated';
+  return null;
+}
+
+/** One scored question, as kept in the report. */
+export interface QuestionOutcome {
+  /** Question id, unique within its set. */
+  readonly id: string;
+  /** The question set's name. */
+  readonly set: string;
+  readonly benchmark: Benchmark;
+  /** Counted correct by the grader's rules (zero for timeouts, errors and truncation). */
+  readonly correct: boolean;
+  /** What the scorer extracted (letter, boxed answer, code verdict); null when nothing was found. */
+  readonly extracted: string | null;
+  readonly finishReason: string | null;
+  /** Finished with `length`: cut off at `max_tokens`. */
+  readonly truncated: boolean;
+  readonly timedOut: boolean;
+  readonly error: string | null;
+  /** `usage.completion_tokens`; null when the server sent no usage. */
+  readonly completionTokens: number | null;
+  /** Wall time from sending the request to the end of its body (or the abort). */
+  readonly latencyMs: number;
+  /** Scorer-specific facts (code: per-test verdicts). */
+  readonly detail?: Record<string, unknown>;
+}
+
+/** One row of the table: a benchmark's figures. */
+export interface BenchmarkRow {
+  readonly benchmark: Benchmark;
+  readonly questions: number;
+  readonly correct: number;
+  /** correct / questions. */
+  readonly accuracy: number;
+  /** The grader's normalised score, 0..100. */
+  readonly score: number;
+  /** Replies that finished with `length`. */
+  readonly truncations: number;
+  /** Requests past their deadline. */
+  readonly timeouts: number;
+  /** Requests that failed otherwise (connection refused, HTTP 5xx, malformed reply). */
+  readonly errors: number;
+  /** Mean `completion_tokens` over replies that reported usage; null when none did. */
+  readonly meanCompletionTokens: number | null;
+  /** Latency percentiles (nearest rank) over all requests, timeouts included. */
+  readonly p50LatencyMs: number;
+  readonly p95LatencyMs: number;
+}
+
+/** The result table: one row per benchmark present, and the mean of their normalised scores. */
+export interface ScoreTable {
+  readonly rows: BenchmarkRow[];
+  /** Mean normalised score over the rows (the grader's final number when all four are present). */
+  readonly meanScore: number;
+  /** The graded benchmarks that had no questions (the mean then covers fewer than four). */
+  readonly missing: Benchmark[];
+}
+
+/** Nearest-rank percentile (p in 0..100) of a non-empty list. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) throw new Error('percentile of an empty list');
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[rank - 1]!;
+}
+
+/** Group outcomes by benchmark and compute the table. */
+export function tabulate(outcomes: readonly QuestionOutcome[]): ScoreTable {
+  const rows: BenchmarkRow[] = [];
+  for (const benchmark of BENCHMARK_ORDER) {
+    const qs = outcomes.filter((o) => o.benchmark === benchmark);
+    if (qs.length === 0) continue;
+    const correct = qs.filter((o) => o.correct).length;
+    const accuracy = correct / qs.length;
+    const tokens = qs.map((o) => o.completionTokens).filter((t): t is number => t !== null);
+    const latencies = qs.map((o) => o.latencyMs);
+    rows.push({
+      benchmark,
+      questions: qs.length,
+      correct,
+      accuracy,
+      score: normalisedScore(benchmark, accuracy),
+      truncations: qs.filter((o) => o.truncated).length,
+      timeouts: qs.filter((o) => o.timedOut).length,
+      errors: qs.filter((o) => o.error !== null && !o.timedOut).length,
+      meanCompletionTokens: tokens.length === 0 ? null : tokens.reduce((a, b) => a + b, 0) / tokens.length,
+      p50LatencyMs: percentile(latencies, 50),
+      p95LatencyMs: percentile(latencies, 95),
+    });
+  }
+  const meanScore = rows.length === 0 ? 0 : rows.reduce((a, r) => a + r.score, 0) / rows.length;
+  return { rows, meanScore, missing: BENCHMARK_ORDER.filter((b) => !rows.some((r) => r.benchmark === b)) };
+}
+
+/** The table as Markdown, for logs, evidence and the report. */
+export function formatTable(table: ScoreTable): string {
+  const head = '| benchmark | n | correct | accuracy | score | truncated | timeouts | errors | mean tokens | p50 s | p95 s |';
+  const rule = '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
+  const lines = table.rows.map(
+    (r) =>
+      `| ${r.benchmark} | ${r.questions} | ${r.correct} | ${r.accuracy.toFixed(3)} | ${r.score.toFixed(1)} | ${r.truncations} | ${r.timeouts} | ${r.errors} | ${r.meanCompletionTokens === null ? '-' : r.meanCompletionTokens.toFixed(0)} | ${(r.p50LatencyMs / 1000).toFixed(2)} | ${(r.p95LatencyMs / 1000).toFixed(2)} |`,
+  );
+  const missing = table.missing.length === 0 ? '' : ` (over ${table.rows.length} of 4 benchmarks; missing: ${table.missing.join(', ')})`;
+  return [head, rule, ...lines, '', `mean normalised score: ${table.meanScore.toFixed(1)}${missing}`].join('\n');
+}

@@ -1,0 +1,181 @@
+/**
+ * Assemble a submission directory from the upstream outputs: exactly the contract's files, hard-linked
+ * from the content store where the file system allows (copied otherwise), never the source's float
+ * weights. Files that come from the repository (serve.sh, server code) are copied, so a later edit of
+ * the repository can never change an emitted file through a shared inode.
+ */
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { prettyJson, sha256 } from '../../engine/digest.ts';
+import type { SchemaSet } from '../../engine/json-io.ts';
+import { err, ok, type Result } from '../../engine/result.ts';
+import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
+import { architectureFor } from './architecture.ts';
+import { ARCHITECTURE, EVIDENCE_DIR, EVIDENCE_FILES, isServerCodeFile, MANIFEST, MODEL_FILES, REQUIREMENTS, SERVE_SH, SERVER_DIR, SERVER_PACKAGE, WEIGHTS_DIR, WHEELS_DIR, WHEELS_LOCK } from './layout.ts';
+import { linkOrCopy } from './wheels.ts';
+
+/** Where each part comes from. */
+export interface AssemblySources {
+  /** Repository root (serve/serve.sh, python/ternforge_server/). */
+  root: string;
+  /** Committed outputs of the upstream stages, by name: fetch-model, pack, audit, vendor-wheels. */
+  upstream: (stage: string) => string;
+}
+
+/** Why a submission could not be assembled. */
+export type AssemblyFailure =
+  /** An input the contract needs does not exist. */
+  | { kind: 'missing'; path: string; detail: string }
+  /** An input exists but is not what the contract says (bad JSON, extra shard, stray file). */
+  | { kind: 'invalid'; path: string; detail: string };
+
+/** What assembly did. */
+export interface AssemblyStats {
+  files: number;
+  linked: number;
+  copied: number;
+  written: number;
+  bytes: number;
+  /** Bytes that share an inode with the upstream outputs instead of being copied. */
+  linkedBytes: number;
+}
+
+/** Every regular file under `dir`, relative, sorted (`/`-separated). */
+export function listFiles(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else out.push(relative(dir, p));
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+/** The file list a submission assembled from these sources must have, exactly. */
+export function expectedFiles(src: AssemblySources, manifest: QuantizationManifest, wheelFiles: readonly string[]): string[] {
+  const model = join(src.upstream('fetch-model'), 'model');
+  const serverSrc = join(src.root, 'python', SERVER_PACKAGE);
+  return [
+    SERVE_SH,
+    REQUIREMENTS,
+    MANIFEST,
+    ARCHITECTURE,
+    ...listServerCode(serverSrc).map((f) => `${SERVER_DIR}/${SERVER_PACKAGE}/${f}`),
+    ...MODEL_FILES.filter((m) => existsSync(join(model, m.name))).map((m) => m.name),
+    ...manifest.shards.map((s) => s.file),
+    ...wheelFiles.map((w) => `${WHEELS_DIR}/${w}`),
+    ...EVIDENCE_FILES.map((e) => `${EVIDENCE_DIR}/${e.name}`),
+  ].sort();
+}
+
+/** The server package's files, relative, without caches and bytecode. */
+export function listServerCode(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      if (!isServerCodeFile(e.name)) continue;
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile()) out.push(relative(dir, p));
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+/**
+ * Assemble into `out` (empty). The manifest passes its schema and its shards must be exactly the
+ * files in pack's weights/; the result's file list is checked against `expectedFiles`.
+ */
+export function assembleSubmission(src: AssemblySources, out: string, schemas: SchemaSet): Result<{ stats: AssemblyStats; files: string[] }, AssemblyFailure> {
+  const stats: AssemblyStats = { files: 0, linked: 0, copied: 0, written: 0, bytes: 0, linkedBytes: 0 };
+  const need = (path: string, detail: string): AssemblyFailure | null => (existsSync(path) ? null : { kind: 'missing', path, detail });
+  const link = (from: string, to: string): void => {
+    mkdirSync(join(to, '..'), { recursive: true });
+    const size = statSync(from).size;
+    if (linkOrCopy(from, to) === 'linked') {
+      stats.linked++;
+      stats.linkedBytes += size;
+    } else stats.copied++;
+    stats.files++;
+    stats.bytes += size;
+  };
+  const copy = (from: string, to: string): void => {
+    mkdirSync(join(to, '..'), { recursive: true });
+    copyFileSync(from, to);
+    stats.copied++;
+    stats.files++;
+    stats.bytes += statSync(from).size;
+  };
+
+  const fetchOut = src.upstream('fetch-model');
+  const packOut = src.upstream('pack');
+  const wheelsOut = src.upstream('vendor-wheels');
+  const model = join(fetchOut, 'model');
+  const serveSh = join(src.root, 'serve', 'serve.sh');
+  const serverSrc = join(src.root, 'python', SERVER_PACKAGE);
+  for (const [p, why] of [
+    [serveSh, 'the offline entrypoint (serve/serve.sh)'],
+    [serverSrc, 'the server package (python/ternforge_server/)'],
+    [join(packOut, MANIFEST), "pack's manifest"],
+    [join(wheelsOut, WHEELS_LOCK), "vendor-wheels' locked requirements"],
+    [join(wheelsOut, WHEELS_DIR), "vendor-wheels' wheels/"],
+    ...MODEL_FILES.filter((m) => m.required).map((m) => [join(model, m.name), `fetch-model's ${m.name}`] as const),
+    ...EVIDENCE_FILES.map((e) => [join(src.upstream(e.stage), e.path), `${e.stage}'s ${e.path} (evidence)`] as const),
+  ] as const) {
+    const f = need(p, why);
+    if (f !== null) return err(f);
+  }
+
+  // The manifest is the map of weights/: validated, and its shards are exactly pack's weights/.
+  const manifestPath = join(packOut, MANIFEST);
+  let manifestJson: unknown;
+  try {
+    manifestJson = JSON.parse(readFileSync(manifestPath, 'utf8'));
+  } catch (e) {
+    return err({ kind: 'invalid', path: manifestPath, detail: `not JSON: ${(e as Error).message}` });
+  }
+  const errors = schemas.validate('manifest.schema.json', manifestJson);
+  if (errors.length > 0) return err({ kind: 'invalid', path: manifestPath, detail: errors.join('; ') });
+  const manifest = manifestJson as QuantizationManifest;
+  const packed = existsSync(join(packOut, WEIGHTS_DIR)) ? listFiles(join(packOut, WEIGHTS_DIR)).map((f) => `${WEIGHTS_DIR}/${f}`) : [];
+  const shards = manifest.shards.map((s) => s.file).sort();
+  if (JSON.stringify(packed) !== JSON.stringify(shards)) return err({ kind: 'invalid', path: join(packOut, WEIGHTS_DIR), detail: `weights/ holds ${JSON.stringify(packed)}, the manifest lists ${JSON.stringify(shards)}` });
+  const wheelFiles = listFiles(join(wheelsOut, WHEELS_DIR));
+  const strays = wheelFiles.filter((w) => !w.endsWith('.whl') || w.includes('/'));
+  if (strays.length > 0) return err({ kind: 'invalid', path: join(wheelsOut, WHEELS_DIR), detail: `not wheels: ${strays.join(', ')}` });
+
+  // From the repository: copied.
+  copy(serveSh, join(out, SERVE_SH));
+  chmodSync(join(out, SERVE_SH), 0o755);
+  for (const f of listServerCode(serverSrc)) copy(join(serverSrc, f), join(out, SERVER_DIR, SERVER_PACKAGE, f));
+  // From upstream outputs: hard links.
+  link(join(wheelsOut, WHEELS_LOCK), join(out, REQUIREMENTS));
+  link(manifestPath, join(out, MANIFEST));
+  for (const s of shards) link(join(packOut, s), join(out, s));
+  for (const m of MODEL_FILES) if (existsSync(join(model, m.name))) link(join(model, m.name), join(out, m.name));
+  for (const w of wheelFiles) link(join(wheelsOut, WHEELS_DIR, w), join(out, WHEELS_DIR, w));
+  for (const e of EVIDENCE_FILES) link(join(src.upstream(e.stage), e.path), join(out, EVIDENCE_DIR, e.name));
+
+  const arch = architectureFor(out, manifest);
+  if (!arch.ok) return arch;
+  const archErrors = schemas.validate('architecture.schema.json', arch.value);
+  if (archErrors.length > 0) throw new Error(`architecture.json fails its own schema: ${archErrors.join('; ')}`);
+  writeFileSync(join(out, ARCHITECTURE), prettyJson(arch.value));
+  stats.files++;
+  stats.written++;
+
+  const files = listFiles(out);
+  const want = expectedFiles(src, manifest, wheelFiles);
+  if (JSON.stringify(files) !== JSON.stringify(want)) throw new Error(`assembled ${JSON.stringify(files)}, expected ${JSON.stringify(want)}`);
+  return ok({ stats, files });
+}
+
+/** sha256 and size of a small submission file (not weights: the manifest records theirs), for architecture.json. */
+export function fileRef(root: string, file: string): { file: string; size: number; sha256: string } {
+  const bytes = readFileSync(join(root, file));
+  return { file, size: bytes.length, sha256: sha256(bytes) };
+}

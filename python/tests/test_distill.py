@@ -1,0 +1,65 @@
+"""Distillation: the STE student starts exactly at its initial codes, lowers the KL to the teacher in a
+few steps on a tiny model, resumes from a checkpoint to the same bytes, and exports valid codes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ternforge.quant import twn
+from ternforge.quant.capture import TernaryTensor, load_float_model, module_to_source, source_tensor_names
+from ternforge.quant.distill import KDConfig, distill, kd_loss, make_student
+
+
+def _setup(model_dir: Path):
+    torch.manual_seed(0)
+    teacher = load_float_model(model_dir)
+    student_model = load_float_model(model_dir)
+    m2s = module_to_source(student_model, source_tensor_names(model_dir))
+    mods = dict(student_model.named_modules())
+    init = {}
+    for m in m2s:
+        if "in_proj_a" in m or "in_proj_b" in m:
+            continue
+        W_q, scale = twn.quantize(mods[m].weight.detach(), twn.TWNConfig(group_size=32))
+        init[m] = TernaryTensor(W_q=W_q, scale=scale, group_size=32)
+    student = make_student(student_model, init)
+    g = torch.Generator().manual_seed(1)
+    seqs = torch.randint(0, int(teacher.config.vocab_size), (8, 32), generator=g)
+    return teacher, student_model, student, init, seqs
+
+
+@torch.no_grad()
+def _kl(teacher, student_model, seqs) -> float:
+    return float(kd_loss(student_model(input_ids=seqs).logits.float(), teacher(input_ids=seqs).logits.float(), 1.0))
+
+
+def test_student_starts_at_its_codes_and_distillation_lowers_the_kl(tiny_fetch_dir: Path) -> None:
+    teacher, student_model, student, init, seqs = _setup(tiny_fetch_dir / "model")
+    for name, tl in student.items():
+        assert torch.equal(tl.codes(), init[name].W_q)
+        assert torch.allclose(tl.weight_ste(), twn.dequantize(init[name].W_q, init[name].scale, 32))
+    before = _kl(teacher, student_model, seqs)
+    history = distill(teacher, student_model, student, seqs, KDConfig(steps=12, lr=0.05, scale_lr=5e-3, batch_size=4))
+    after = _kl(teacher, student_model, seqs)
+    assert len(history) == 12 and all(r["kl"] >= 0 for r in history)
+    assert after < 0.8 * before, (before, after)
+    for tl in student.values():
+        tt = tl.export()
+        assert tt.W_q.dtype == torch.int8 and set(tt.W_q.unique().tolist()) <= {-1, 0, 1}
+        assert torch.allclose(tl.weight_ste(), twn.dequantize(tt.W_q, tt.scale, 32))
+
+
+def test_resume_from_a_checkpoint_reaches_the_same_bytes(tiny_fetch_dir: Path, tmp_path: Path) -> None:
+    cfg = KDConfig(steps=4, lr=0.05, scale_lr=5e-3, batch_size=4, checkpoint_every=2, hidden_mse=0.5)
+    teacher, sm_a, st_a, _, seqs = _setup(tiny_fetch_dir / "model")
+    distill(teacher, sm_a, st_a, seqs, cfg)
+    _, sm_b, st_b, _, _ = _setup(tiny_fetch_dir / "model")
+    first = distill(teacher, sm_b, st_b, seqs, KDConfig(**{**cfg.__dict__, "steps": 2}), tmp_path)
+    assert (tmp_path / "kd-checkpoint.safetensors").exists() and len(first) == 2
+    _, sm_c, st_c, _, _ = _setup(tiny_fetch_dir / "model")  # a fresh process's view: only the checkpoint
+    history = distill(teacher, sm_c, st_c, seqs, cfg, tmp_path)
+    assert [r["step"] for r in history] == [1, 2, 3, 4]
+    for name in st_a:
+        assert st_a[name].U.detach().numpy().tobytes() == st_c[name].U.detach().numpy().tobytes()
+        assert torch.equal(st_a[name].scale, st_c[name].scale)

@@ -36,6 +36,10 @@ export type Failure =
   | { reason: 'invalid-pipeline'; detail: string }
   /** A stage left something in its outputs that is neither a file nor a directory. */
   | { reason: 'unsupported-output'; stage: string; path: string; kind: string }
+  /** The report's provenance proof found data that breaks the rules (benchmark data or a held-out split outside `evaluation`, evaluation data reaching the submission). */
+  | { reason: 'provenance-violation'; stage: string; manifest: string; violations: Array<{ source: string; rule: string; detail: string }> }
+  /** The report cannot back a claim with the shipped files: a record is missing or does not chain, a cited anchor is gone, or a rule's check is contradicted. */
+  | { reason: 'evidence-unverifiable'; stage: string; detail: string; items: string[] }
   /** Anything thrown inside a stage: a bug, reported with its stack. */
   | { reason: 'unknown-error-thrown'; stage: string; message: string; stack?: string };
 

@@ -41,6 +41,10 @@ export function formatFailure(f: Failure): string {
       return `${f.path}: set ${f.set} has role "${f.role}"; a sweep accepts only ${f.allowed.join(', ')}`;
     case 'sweep-invalid':
       return `sweep of ${f.parameter} is invalid: ${f.detail}`;
+    case 'provenance-violation':
+      return `stage ${f.stage}: provenance proof failed (${f.manifest}): benchmark or held-out data could reach quantize or a choice of defaults\n${f.violations.map((v) => `  ${v.source} [${v.rule}]: ${v.detail}`).join('\n')}`;
+    case 'evidence-unverifiable':
+      return `stage ${f.stage}: ${f.detail}\n${f.items.map((i) => `  ${i}`).join('\n')}`;
     case 'unknown-error-thrown':
       return `stage ${f.stage} threw: ${f.message}${f.stack === undefined ? '' : `\n${f.stack}`}`;
     default:

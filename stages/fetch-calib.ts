@@ -1,3 +1,43 @@
-import { placeholderStage } from './placeholder.ts';
+import { join } from 'node:path';
+import { err, ok } from '../engine/result.ts';
+import { defineStage } from '../engine/types.ts';
+import type { FetchCalibParams } from '../schemas/generated/fetch-calib.ts';
+import { failureEvent } from './fetch-model.ts';
 
-export const stage = placeholderStage('fetch-calib', 'Tokenise declared calibration/held-out sources and write the data manifest', 'issue 4');
+/**
+ * fetch-calib: the profile's declared text sources to token files and the data manifest.
+ *   <out>/tokens/<role>/<source>.safetensors   I32 input_ids + I64 doc_offsets, one file per source
+ *   <out>/data_manifest.json                   every source, its role, documents, tokens and sha256s
+ * The work is the Python worker command `fetch-calib` (python/ternforge/calib/), tokenising with
+ * fetch-model's tokenizer. A source that breaks a data rule (a benchmark, or a validation/test/dev split,
+ * with a role other than `evaluation`) or that cannot be read here is a `failure` event, refused before
+ * anything is read.
+ */
+export const stage = defineStage<FetchCalibParams>({
+  name: 'fetch-calib',
+  summary: 'Tokenise declared calibration/held-out sources and write the data manifest',
+  code: [
+    'stages/fetch-calib.ts',
+    'stages/fetch-model.ts',
+    'python/ternforge/__main__.py',
+    'python/ternforge/events.py',
+    'python/ternforge/calib',
+  ],
+  schema: 'schemas/stages/fetch-calib.schema.json',
+  tools: ['python'],
+  network: true,
+  async run(ctx) {
+    const result = await ctx.worker('fetch-calib', {
+      sources: ctx.params.sources,
+      cache_dir: ctx.params.cache_dir,
+      model_dir: join(ctx.upstream('fetch-model'), 'model'),
+      out: ctx.out,
+    });
+    if (!result.ok) return result;
+    const failure = failureEvent(result.value);
+    if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });
+    const final = result.value.find((e) => e.event === 'result');
+    ctx.log(`fetch-calib: ${String(final?.['sources'])} sources, tokens by role ${JSON.stringify(final?.['tokens_by_role'])}`);
+    return ok({ summary: { sources: final?.['sources'], tokens_by_role: final?.['tokens_by_role'], manifest: 'data_manifest.json' } });
+  },
+});

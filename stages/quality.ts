@@ -1,3 +1,58 @@
-import { placeholderStage } from './placeholder.ts';
+import { access } from 'node:fs/promises';
+import { join } from 'node:path';
+import { err, ok } from '../engine/result.ts';
+import { defineStage } from '../engine/types.ts';
+import type { QualityParams } from '../schemas/generated/quality.ts';
+import { failureEvent } from './fetch-model.ts';
 
-export const stage = placeholderStage('quality', 'Measure held-out perplexity and agreement from the packed shards', 'issue 4');
+/**
+ * quality: how far the packed model is from full precision, measured on held-out text.
+ *   <out>/quality.json   perplexity of both models and their ratio, top-1 next-token agreement, KL,
+ *                        per-tensor relative Frobenius error and share of zero codes
+ * The packed model is pack's output (quantization_manifest.json + weights/) loaded by the server's own
+ * loader (ternforge_server.loader.load_model); the worker links pack's files and fetch-model's config and
+ * tokenizer files into a temporary submission-shaped directory, so the loader reads pack's bytes as they
+ * are. The reference is fetch-model's `model/`; the text is fetch-calib's `heldout` role only.
+ */
+export const stage = defineStage<QualityParams>({
+  name: 'quality',
+  summary: 'Measure held-out perplexity and agreement from the packed shards',
+  code: [
+    'stages/quality.ts',
+    'stages/fetch-model.ts',
+    'python/ternforge/__main__.py',
+    'python/ternforge/events.py',
+    'python/ternforge/quality.py',
+    'python/ternforge/calib/tokens.py',
+    'python/ternforge/quant/capture.py',
+    'python/ternforge_server/loader.py',
+    'python/ternforge_server/packing.py',
+  ],
+  schema: 'schemas/stages/quality.schema.json',
+  tools: ['python', 'torch'],
+  async run(ctx) {
+    const packed = ctx.upstream('pack');
+    const manifest = join(packed, 'quantization_manifest.json');
+    try {
+      await access(manifest);
+    } catch {
+      return err({ reason: 'missing-input', stage: ctx.stage, path: manifest });
+    }
+    const result = await ctx.worker('quality', {
+      ...ctx.params,
+      pack_dir: packed,
+      model_dir: join(ctx.upstream('fetch-model'), 'model'),
+      calib_dir: ctx.upstream('fetch-calib'),
+      out: ctx.out,
+    });
+    if (!result.ok) return result;
+    const failure = failureEvent(result.value);
+    if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });
+    const final = result.value.find((e) => e.event === 'result');
+    const pick = (k: string): unknown => final?.[k];
+    ctx.log(`quality: ppl ${String(pick('ppl'))} vs ${String(pick('ppl_reference'))} (ratio ${String(pick('ppl_ratio'))}), top-1 agreement ${String(pick('top1_agreement'))}`);
+    return ok({
+      summary: { ppl: pick('ppl'), ppl_reference: pick('ppl_reference'), ppl_ratio: pick('ppl_ratio'), top1_agreement: pick('top1_agreement'), kl: pick('kl') },
+    });
+  },
+});

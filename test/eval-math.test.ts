@@ -149,6 +149,15 @@ describe('mathEquivalent', () => {
     const asym = TABLE.filter(([p, r]) => mathEquivalent(p, r) !== mathEquivalent(r, p) && !/%/.test(p + r));
     expect(asym).toEqual([]);
   });
+  it('stays fast on long or pathological answers', () => {
+    const started = performance.now();
+    expect(mathEquivalent('x < '.repeat(3000) + '1', '1')).toBe(false);
+    expect(mathEquivalent('('.repeat(500) + '1' + ')'.repeat(500), '1')).toBe(true);
+    expect(mathEquivalent('2^{10^{10}}', '1')).toBe(false);
+    expect(mathEquivalent('(\\sqrt{2}+\\sqrt{3}+\\sqrt{5})^{20}', '1')).toBe(false);
+    expect(mathEquivalent('\\frac{'.repeat(200) + '1' + '}{2}'.repeat(200), '0')).toBe(false);
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
   it('a missing box is never correct', () => {
     expect(mathEquivalent(null, '5')).toBe(false);
   });

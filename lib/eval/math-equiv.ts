@@ -947,6 +947,9 @@ export function answersEqual(a: MathAnswer, b: MathAnswer): boolean {
   }
 }
 
+/** Longer normalised answers are compared as text only (keeps every regex and the parser cheap). */
+const MAX_ANSWER_CHARS = 2000;
+
 /**
  * Whether a predicted answer (the inside of its `\boxed{}`) is mathematically equivalent to the
  * reference answer. `null` or empty predictions are never equivalent.
@@ -957,6 +960,8 @@ export function mathEquivalent(predicted: string | null, reference: string): boo
   const r = normaliseLatex(reference);
   if (p === '') return false;
   if (canonicalText(p) === canonicalText(r)) return true;
+  // A paragraph in a box is not an answer to parse; its text already failed to match.
+  if (p.length > MAX_ANSWER_CHARS || r.length > MAX_ANSWER_CHARS) return false;
   return answersEqual(parseAnswer(p), parseAnswer(r));
 }
 

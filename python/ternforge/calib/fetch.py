@@ -21,7 +21,7 @@ from typing import Any
 
 from ..events import emit, log
 from . import policy
-from .sources import SourceDecl, documents
+from .sources import SourceDecl, SourceUnavailable, documents
 from .tokens import MANIFEST, sha256_file, write_tokens
 
 FORMAT = "ternforge-data/1"
@@ -75,6 +75,20 @@ def _encode(tok, doc) -> list[int]:
 
 
 def main(config: dict[str, Any]) -> dict[str, Any]:
+    """The worker command: an expected refusal becomes a `failure` event and {"ok": false}."""
+    try:
+        return {"ok": True, **run(config)}
+    except policy.CalibRefused as e:
+        log(str(e))
+        emit("failure", reason="calib-refused", message=str(e))
+    except SourceUnavailable as e:
+        log(str(e))
+        emit("failure", reason="source-unavailable", message=str(e))
+    return {"ok": False}
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    """Check every declaration, then read, tokenise and write; raises CalibRefused / SourceUnavailable."""
     out = Path(config["out"])
     model_dir = str(config["model_dir"])
     decls = [SourceDecl.from_json(s) for s in config["sources"]]

@@ -419,3 +419,39 @@ def run_gptq(prep: Prepared, params: dict,
     got = sequential(prep.model, prep.batches, ternary, quantize_group, on_layer)
     out = {ternary[m]: tt for m, tt in got.items()}
     return out, _report(prep, "gptq", {"gptq_rel_err": rel_errs, "actorder": cfg.actorder})
+
+
+def export_interchange(model_dir: str | Path, out_dir: str | Path, ternary: dict[str, TernaryTensor], method: str,
+                       base_model: str, revision: str) -> dict:
+    """Write the quantize -> pack interchange (one file): every source tensor, the ternary ones as I8 codes
+    plus `.scale`, the rest as their source data. Uses the interchange module's writer and exempt rule."""
+    from safetensors import safe_open
+
+    from . import interchange
+    from .interchange import DTYPE_NAMES, PlannedTensor
+    from .policy import Encoding, classify
+
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    index = model_dir / "model.safetensors.index.json"
+    where = (json.loads(index.read_text())["weight_map"] if index.exists()
+             else {k: "model.safetensors" for k in source_tensor_names(model_dir)})
+    fname = interchange.file_name(1, 1)
+    data: dict[str, torch.Tensor] = {}
+    entries: dict[str, dict] = {}
+    for name in sorted(where):
+        with safe_open(str(model_dir / where[name]), framework="pt") as f:
+            W = f.get_tensor(name)
+        exempt = classify(name, tuple(W.shape), 4).exempt
+        tt = ternary.get(name)
+        enc = Encoding.TERNARY if tt is not None else Encoding.FLOAT
+        planned = PlannedTensor(name=name, shape=tuple(W.shape), dtype=DTYPE_NAMES[W.dtype], encoding=enc,
+                                group_size=tt.group_size if tt is not None else None, exempt=exempt,
+                                element_size=W.element_size())
+        if tt is not None:
+            data[name], data[f"{name}.scale"] = tt.W_q.contiguous(), tt.scale.float().contiguous()
+        else:
+            data[name] = W
+        entries[name] = interchange.index_entry(planned, fname)
+    interchange.write_file(out_dir / fname, data)
+    return interchange.write_index(out_dir, base_model, revision, method, [fname], entries)

@@ -213,7 +213,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
                 tl.U.clamp_(-U_MAX, U_MAX)
                 tl.scale.clamp_(min=1e-8)
         step += 1
-        rec = {"step": step, "loss": float(loss), "kl": float(kl), "hidden_mse": float(mse), "grad_norm": gnorm}
+        rec = {"step": step, "loss": float(loss.detach()), "kl": float(kl.detach()), "hidden_mse": float(mse.detach()),
+               "grad_norm": gnorm}
         history.append(rec)
         if on_step is not None:
             on_step(rec)

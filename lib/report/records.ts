@@ -1,0 +1,107 @@
+/**
+ * Gathering the evidence records of every stage the report depends on (its upstream closure), each one
+ * validated against schemas/evidence-record.schema.json, and checking that they chain: every upstream
+ * digest in a record's key is the output digest of the record that produced it, from the pinned
+ * checkpoint to the emitted shards.
+ */
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { engineSchemaSet, ENGINE_SCHEMAS } from '../../engine/json-io.ts';
+import type { Graph } from '../../engine/graph.ts';
+import { err, ok, type Result } from '../../engine/result.ts';
+import type { EvidenceRecord } from '../../schemas/generated/evidence-record.ts';
+
+/** The file a placeholder stage leaves as its only output (stages/placeholder.ts). */
+export const PLACEHOLDER_FILE = 'PLACEHOLDER';
+
+/** One upstream stage as the report sees it. */
+export interface StageEvidence {
+  stage: string;
+  /** The validated record of the run that produced the stage's current outputs. */
+  record: EvidenceRecord;
+  /** Absolute path of its committed outputs (`.ternforge/<profile>/<stage>/outputs`, resolved). */
+  outputs: string;
+  /** Its outputs are only a PLACEHOLDER file: the stage is not implemented yet, it produced no evidence. */
+  placeholder: boolean;
+}
+
+/** Why the records cannot be gathered. */
+export type RecordsFailure =
+  /** A record is missing. */
+  | { kind: 'missing'; stage: string; path: string }
+  /** A record fails its schema or names another stage or profile. */
+  | { kind: 'invalid'; stage: string; path: string; errors: string[] }
+  /** A record's upstream digest is not the output digest of the record it points at. */
+  | { kind: 'broken-chain'; stage: string; upstream: string; expected: string; actual: string };
+
+/** Where a stage's record lives under a workdir (engine/store.ts's layout). */
+export function recordPath(workdir: string, profile: string, stage: string): string {
+  return join(workdir, '.ternforge', profile, stage, 'evidence.json');
+}
+
+/** Every stage upstream of `target` (transitively), in topological order, without `target` itself. */
+export function upstreamStages(graph: Graph, target: string): string[] {
+  const want = new Set<string>();
+  const add = (n: string): void => {
+    for (const up of graph.needs.get(n) ?? []) {
+      if (!want.has(up)) {
+        want.add(up);
+        add(up);
+      }
+    }
+  };
+  add(target);
+  return graph.order.filter((n) => want.has(n));
+}
+
+/**
+ * Read and validate the record of each stage in `stages`, then check the chain. `outputsOf(stage)`
+ * gives the outputs directory (for in-place stages that have none, the record alone is used).
+ */
+export function gatherRecords(o: { workdir: string; profile: string; stages: readonly string[]; outputsOf: (stage: string) => string }): Result<StageEvidence[], RecordsFailure> {
+  const schemas = engineSchemaSet();
+  const out: StageEvidence[] = [];
+  for (const stage of o.stages) {
+    const path = recordPath(o.workdir, o.profile, stage);
+    if (!existsSync(path)) return err({ kind: 'missing', stage, path });
+    let value: unknown;
+    try {
+      value = JSON.parse(readFileSync(path, 'utf8'));
+    } catch (e) {
+      return err({ kind: 'invalid', stage, path, errors: [`not JSON: ${(e as Error).message}`] });
+    }
+    const errors = schemas.validate(ENGINE_SCHEMAS.evidenceRecord, value);
+    if (errors.length > 0) return err({ kind: 'invalid', stage, path, errors });
+    const record = value as EvidenceRecord;
+    if (record.stage !== stage || record.profile !== o.profile) return err({ kind: 'invalid', stage, path, errors: [`record names stage ${record.stage} of profile ${record.profile}`] });
+    const outputs = o.outputsOf(stage);
+    // A content or uncached stage's outputs live in the store under their digest: the link must agree.
+    if (record.outputMode !== 'in-place' && existsSync(outputs)) {
+      const real = basename(realpathSync(outputs));
+      if (real !== record.outputDigest) return err({ kind: 'broken-chain', stage, upstream: stage, expected: record.outputDigest, actual: real });
+    }
+    const placeholder = record.outputs.length === 1 && record.outputs[0]!.path === PLACEHOLDER_FILE;
+    out.push({ stage, record, outputs, placeholder });
+  }
+  const byStage = new Map(out.map((e) => [e.stage, e]));
+  for (const e of out) {
+    for (const [up, digest] of Object.entries(e.record.keyData.upstream)) {
+      const producer = byStage.get(up);
+      if (producer === undefined) continue; // outside the gathered closure
+      if (producer.record.outputDigest !== digest) return err({ kind: 'broken-chain', stage: e.stage, upstream: up, expected: producer.record.outputDigest, actual: digest });
+    }
+  }
+  return ok(out);
+}
+
+/** One line per failure, for the stage's error. */
+export function describeRecordsFailure(f: RecordsFailure): string {
+  switch (f.kind) {
+    case 'missing':
+      return `no evidence record for stage ${f.stage} at ${f.path}: run it first`;
+    case 'invalid':
+      return `the evidence record of ${f.stage} (${f.path}) is invalid: ${f.errors.join('; ')}`;
+    case 'broken-chain':
+      return `the records do not chain: ${f.stage} was built from ${f.upstream} outputs ${f.actual.slice(0, 12)}, but ${f.upstream}'s record says ${f.expected.slice(0, 12)} (rerun ${f.stage})`;
+  }
+}

@@ -1,0 +1,87 @@
+"""Each method on tiny, end to end: fetch-calib -> method -> interchange -> the TypeScript pack -> the
+server's loader -> quality.json; and same inputs, seed and device give the same bytes."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ternforge import quality
+from ternforge.calib import fetch
+from ternforge.quant import capture
+from ternforge.quant.distill import run_gptq_kd
+
+ROOT = Path(__file__).resolve().parents[2]
+TSX = ROOT / "node_modules" / ".bin" / "tsx"
+needs_pack = pytest.mark.skipif(not TSX.exists() or shutil.which("node") is None, reason="needs node and npm deps")
+
+PARAMS = {"group_size": 32, "seed": 0, "calibration": {"seq_len": 64, "sequences": 8, "batch_size": 4},
+          "allocation": {"target_fraction": 0.955, "min_relative_score": 1.0},
+          "gptq": {"actorder": True}, "kd": {"steps": 4, "lr": 0.05, "scale_lr": 5e-3, "batch_size": 4, "seq_len": 64}}
+
+
+@pytest.fixture(scope="module")
+def tiny_calib(tiny_fetch_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    profile = json.loads((ROOT / "profiles" / "tiny.json").read_text())
+    out = tmp_path_factory.mktemp("calib")
+    assert fetch.main({"model_dir": str(tiny_fetch_dir / "model"), "out": str(out),
+                       "sources": profile["stages"]["fetch-calib"]["sources"]})["ok"]
+    return out
+
+
+def _quantize(method: str, model_dir: Path, calib: Path, work: Path) -> dict:
+    prep = capture.prepare(model_dir, calib, PARAMS)
+    runners = {
+        "none": lambda: capture.run_none(prep),
+        "twn": lambda: capture.run_twn(prep, PARAMS),
+        "gptq": lambda: capture.run_gptq(prep, PARAMS),
+        "gptq+kd": lambda: run_gptq_kd(prep, {**PARAMS, "model_dir": str(model_dir), "calib_dir": str(calib)}, work),
+    }
+    ternary, report = runners[method]()
+    assert method == "none" or prep.allocation.fraction > 0.95
+    capture.export_interchange(model_dir, work / "interchange", ternary, method, "tiny", "v1-seed0")
+    return report
+
+
+def _pack(work: Path) -> Path:
+    out = work / "packed"
+    proc = subprocess.run([str(TSX), str(ROOT / "lib/pack/cli.ts"), str(work / "interchange"), str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@needs_pack
+@pytest.mark.parametrize("method", ["none", "twn", "gptq", "gptq+kd"])
+def test_method_end_to_end_through_pack_loader_and_quality(method: str, tiny_fetch_dir: Path, tiny_calib: Path,
+                                                            tmp_path: Path) -> None:
+    model_dir = tiny_fetch_dir / "model"
+    _quantize(method, model_dir, tiny_calib, tmp_path)
+    packed = _pack(tmp_path)
+    result = quality.main({"pack_dir": str(packed), "model_dir": str(model_dir), "calib_dir": str(tiny_calib),
+                           "out": str(tmp_path / "quality"), "seq_len": 64, "sequences": 4, "batch_size": 2})
+    report = json.loads((tmp_path / "quality" / "quality.json").read_text())
+    m = report["metrics"]
+    assert report["heldout"] == {"role": "heldout", "seq_len": 64, "sequences": 4}
+    assert report["loader"]["architecture"] == "Qwen3_5ForCausalLM"
+    assert result["ppl"] == m["ppl"]
+    if method == "none":
+        assert report["tensors"]["count"] == 0
+        assert m["ppl_ratio"] == pytest.approx(1.0, abs=1e-4) and m["top1_agreement"] == 1.0
+    else:
+        per = report["tensors"]["per_tensor"]
+        assert report["tensors"]["count"] == len(per) > 20
+        assert all(0 < v["rel_frobenius"] < 1 and 0 < v["zero_share"] < 1 for v in per.values())
+        assert 0 <= m["top1_agreement"] <= 1 and m["kl"] > 0
+
+
+def test_same_inputs_seed_and_device_give_the_same_bytes(tiny_fetch_dir: Path, tiny_calib: Path, tmp_path: Path) -> None:
+    model_dir = tiny_fetch_dir / "model"
+    for run in ("a", "b"):
+        _quantize("gptq+kd", model_dir, tiny_calib, tmp_path / run)
+    a = (tmp_path / "a" / "interchange").iterdir()
+    for f in sorted(a):
+        assert f.read_bytes() == (tmp_path / "b" / "interchange" / f.name).read_bytes(), f.name

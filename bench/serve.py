@@ -80,6 +80,9 @@ def main() -> int:
 
     from ternforge_server.loader import load_model
 
+    import os
+
+    torch.set_num_threads(max(1, min(8, (os.cpu_count() or 2) // 2)))  # the server's CPU default
     model, tok, _ = load_model(sub, args.device)
     tok.padding_side = "left"
     if tok.pad_token is None:

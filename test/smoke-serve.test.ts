@@ -60,11 +60,14 @@ if report:
 ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_forever()
 `;
 
+/** Each fake server's command line carries a token, so a test can find its processes. */
+let lastToken = '';
 function fakeSubmission(mode: string): string {
+  lastToken = `fake-token-${process.pid}-${Math.random().toString(36).slice(2)}`;
   const dir = join(scratch(), 'fake-submission');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'server.py'), FAKE_SERVER);
-  writeFileSync(join(dir, 'serve.sh'), `#!/usr/bin/env bash\nset -eu\necho "[fake serve.sh] env: PYTHONPATH=\${PYTHONPATH:-unset} HOME=$HOME" >&2\nexec python3 "$(dirname "$0")/server.py" ${mode}\n`);
+  writeFileSync(join(dir, 'serve.sh'), `#!/usr/bin/env bash\nset -eu\necho "[fake serve.sh] env: PYTHONPATH=\${PYTHONPATH:-unset} HOME=$HOME" >&2\nexec python3 "$(dirname "$0")/server.py" ${mode} ${lastToken}\n`);
   chmodSync(join(dir, 'serve.sh'), 0o755);
   return dir;
 }
@@ -76,9 +79,9 @@ async function smoke(mode: string, over: Partial<SmokeOptions> = {}): Promise<Sm
   return r.value;
 }
 
-/** No process of the fake server may outlive a smoke run. */
+/** Processes of the last fake server (none may outlive a smoke run). */
 function fakeServersAlive(): number {
-  const r = spawnSync('pgrep', ['-f', 'fake-submission/server.py'], { encoding: 'utf8' });
+  const r = spawnSync('pgrep', ['-f', lastToken], { encoding: 'utf8' });
   return r.stdout.trim() === '' ? 0 : r.stdout.trim().split('\n').length;
 }
 

@@ -12,7 +12,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exec, tail } from './exec.ts';
-import { abiTag, blamedRequirements, parseCompiled, parseWheelFilename, pipPlatformArgs, sha256File, toolEnv, uvCompileArgs, type WheelFile, type WheelTarget } from './wheels.ts';
+import { abiTag, blamedRequirements, normalizeName, parseCompiled, parseWheelFilename, pipPlatformArgs, sha256File, toolEnv, uvCompileArgs, type WheelFile, type WheelTarget } from './wheels.ts';
 
 /** One check's outcome. `missing` names the requirements it could not satisfy. */
 export interface ProofCheck {
@@ -52,7 +52,11 @@ export async function checkRecord(wheelsDir: string, wheels: readonly WheelFile[
 export async function checkResolver(o: { uv: string; requirementsIn: string; wheelsDir: string; target: WheelTarget; wheels: readonly WheelFile[]; signal?: AbortSignal }): Promise<ProofCheck> {
   const args = uvCompileArgs(o.requirementsIn, o.target, ['--offline', '--no-cache', '--no-index', '--find-links', o.wheelsDir]);
   const r = await exec(o.uv, args, { env: toolEnv(), ...(o.signal ? { signal: o.signal } : {}) });
-  if (r.code !== 0) return { check: 'resolver', status: 'failed', command: r.command, missing: blamedRequirements(r.stderr), detail: tail(r.spawnError ?? r.stderr, 20) };
+  if (r.code !== 0) {
+    // uv names a project without its version ("uvicorn was not found"): give the locked pin.
+    const pinOf = (b: string): string => (b.includes('==') ? b : (o.wheels.find((w) => w.name === normalizeName(b)) ?? { name: b, version: '' }).name + (o.wheels.some((w) => w.name === normalizeName(b)) ? `==${o.wheels.find((w) => w.name === normalizeName(b))!.version}` : ''));
+    return { check: 'resolver', status: 'failed', command: r.command, missing: [...new Set(blamedRequirements(r.stderr).map(pinOf))].sort(), detail: tail(r.spawnError ?? r.stderr, 20) };
+  }
   const got = parseCompiled(r.stdout).map((p) => `${p.name}==${p.version}`);
   const want = o.wheels.map((w) => `${w.name}==${w.version}`).sort();
   const extra = got.filter((g) => !want.includes(g));

@@ -368,6 +368,6 @@ export interface EvalParams {
   };
 }
 /**
- * The profile section of the report stage.
+ * The profile section of the report stage. The report has no tunable behaviour: what it shows is decided by the evidence, and what it refuses by the contract. Kept as an object so a later option can be added without touching every profile.
  */
 export interface ReportParams {}

@@ -20,13 +20,19 @@ let workdir: string;
 let out: string;
 const stageOut = (s: string): string => join(workdir, '.ternforge', 'tiny', s, 'outputs');
 
+/** $TERNFORGE_EMIT_TEST_WORKDIR: check a workdir where emit already ran instead of building one (quick reruns). */
+const given = process.env.TERNFORGE_EMIT_TEST_WORKDIR;
+
 beforeAll(() => {
-  workdir = mkdtempSync(join(tmpdir(), 'ternforge-emit-test-'));
+  workdir = given ?? mkdtempSync(join(tmpdir(), 'ternforge-emit-test-'));
+  out = stageOut('emit');
+  if (given !== undefined) return;
   const cli = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'pipeline.ts'), 'emit', '--profile', 'tiny', '--workdir', workdir], { cwd: root, encoding: 'utf8', env: { ...process.env, TERNFORGE_VENV: venv }, timeout: 580_000 });
   if (cli.status !== 0) throw new Error(`emit failed (${cli.status}):\n${cli.stdout}\n${cli.stderr}`);
-  out = stageOut('emit');
 }, 600_000);
-afterAll(() => rmSync(workdir, { recursive: true, force: true }));
+afterAll(() => {
+  if (given === undefined) rmSync(workdir, { recursive: true, force: true });
+});
 
 describe('emit on tiny', () => {
   test('the emitted directory holds exactly the contract files', () => {

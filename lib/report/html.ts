@@ -25,7 +25,7 @@ table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #d8dde6;paddi
 code{font:12px ui-monospace,Menlo,monospace;background:#f2f4f8;padding:0 3px;border-radius:3px}
 .pass{color:#11702c;font-weight:600}.fail{color:#b3261e;font-weight:600}.na{color:#8a6d00;font-weight:600}
 .note{color:#5b6475}
-svg text{font:11px system-ui,sans-serif;fill:#1d2330}svg .ttl{font-weight:600;font-size:12px}svg .val{fill:#5b6475}
+svg{max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif;fill:#1d2330}svg .ttl{font-weight:600;font-size:12px}svg .val{fill:#5b6475}
 svg .bar{fill:#4f7bd9}svg .bar.bad{fill:#d9534f}svg .thr{stroke:#b3261e;stroke-dasharray:4 3}svg .grid{stroke:#e4e7ee}
 svg .edge{fill:none;stroke:#8c96a8;stroke-width:1.3}svg .arrowhead{fill:#8c96a8}
 svg .node rect{fill:#e8f0fe;stroke:#4f7bd9}svg .node.placeholder rect{fill:#fff7e0;stroke:#c69500;stroke-dasharray:4 3}

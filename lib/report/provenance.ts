@@ -39,6 +39,8 @@ export const HELD_SPLIT = /^(validation|valid|val|test|testing|dev|eval|evaluati
 export const SUBMISSION_STAGE = 'emit';
 /** The stage that holds the declared data sources (its outputs carry data_manifest.json). */
 export const DATA_STAGE = 'fetch-calib';
+/** The stage that gathers evidence into the submission (adds evidence/ only). */
+export const REPORT_STAGE = 'report';
 /** Stages that read evaluation data by design (benchmark-style question sets). */
 export const EVALUATION_HOLDERS: readonly string[] = ['eval'];
 
@@ -173,13 +175,14 @@ export function proveProvenance(graph: Graph, dataManifest: unknown | null): Pro
 
   // 2. reach
   const submissionAncestry = ancestry(graph, SUBMISSION_STAGE);
-  const dataReaders = graph.order.filter((n) => (graph.needs.get(n) ?? []).includes(DATA_STAGE));
+  const dataReaders = graph.order.filter((n) => n !== REPORT_STAGE && (graph.needs.get(n) ?? []).includes(DATA_STAGE));
   const reachFacts: string[] = [];
   const holders = [...EVALUATION_HOLDERS.filter((h) => graph.needs.has(h))];
   const evalSources = sources.filter((s) => s.role === 'evaluation');
   if (evalSources.length > 0) holders.push(DATA_STAGE);
   reachFacts.push(`a stage reads only its direct upstreams' outputs; readers of ${DATA_STAGE}: ${dataReaders.join(', ') || 'none'}`);
   reachFacts.push(`stages that decide the submission (${SUBMISSION_STAGE} and its ancestors): ${submissionAncestry.join(', ')}`);
+  if (graph.needs.has(REPORT_STAGE)) reachFacts.push(`${REPORT_STAGE} reads every stage's outputs but adds only files under evidence/, which serve.sh and the server never read`);
   let reachOk = true;
   for (const h of holders) {
     const path = pathBetween(graph, h, SUBMISSION_STAGE);

@@ -55,9 +55,9 @@ export function graphSvg(o: { order: readonly string[]; needs: ReadonlyMap<strin
   for (const n of o.order) depth.set(n, Math.max(0, ...(o.needs.get(n) ?? []).map((u) => (depth.get(u) ?? 0) + 1)));
   const cols = new Map<number, string[]>();
   for (const n of o.order) cols.set(depth.get(n)!, [...(cols.get(depth.get(n)!) ?? []), n]);
-  const boxW = 118;
+  const boxW = 98;
   const boxH = 30;
-  const colW = 150;
+  const colW = 114;
   const rowH = 50;
   const maxRows = Math.max(...[...cols.values()].map((c) => c.length));
   const w = cols.size * colW + 20;
@@ -79,7 +79,7 @@ export function graphSvg(o: { order: readonly string[]; needs: ReadonlyMap<strin
   }
   const nodes = o.order.map((n) => {
     const p = pos.get(n)!;
-    return `<g class="node ${o.state(n)}"><title>${esc(`${n}: ${o.state(n)}`)}</title><rect x="${p.x}" y="${p.y}" width="${boxW}" height="${boxH}" rx="6"/><text x="${p.x + boxW / 2}" y="${p.y + 19}" text-anchor="middle">${esc(n)}</text></g>`;
+    return `<g class="node ${o.state(n)}"><title>${esc(`${n}: ${o.state(n)}`)}</title><rect x="${p.x}" y="${p.y}" width="${boxW}" height="${boxH}" rx="6"/><text x="${p.x + boxW / 2}" y="${p.y + 19}" text-anchor="middle" font-size="10">${esc(n)}</text></g>`;
   });
   return `<svg xmlns="http://www.w3.org/2000/svg" role="img" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}"><defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>${edges.join('')}${nodes.join('')}</svg>`;
 }

@@ -54,7 +54,10 @@ export async function checkResolver(o: { uv: string; requirementsIn: string; whe
   const r = await exec(o.uv, args, { env: toolEnv(), ...(o.signal ? { signal: o.signal } : {}) });
   if (r.code !== 0) {
     // uv names a project without its version ("uvicorn was not found"): give the locked pin.
-    const pinOf = (b: string): string => (b.includes('==') ? b : (o.wheels.find((w) => w.name === normalizeName(b)) ?? { name: b, version: '' }).name + (o.wheels.some((w) => w.name === normalizeName(b)) ? `==${o.wheels.find((w) => w.name === normalizeName(b))!.version}` : ''));
+    const pinOf = (b: string): string => {
+      const w = b.includes('==') ? undefined : o.wheels.find((x) => x.name === normalizeName(b));
+      return w === undefined ? b : `${w.name}==${w.version}`;
+    };
     return { check: 'resolver', status: 'failed', command: r.command, missing: [...new Set(blamedRequirements(r.stderr).map(pinOf))].sort(), detail: tail(r.spawnError ?? r.stderr, 20) };
   }
   const got = parseCompiled(r.stdout).map((p) => `${p.name}==${p.version}`);

@@ -174,3 +174,150 @@ def measure(config: dict[str, Any]) -> dict[str, Any]:
     log(f"quality: ppl {metrics['ppl']:.3f} vs {metrics['ppl_reference']:.3f} (x{metrics['ppl_ratio']:.3f}), "
         f"top-1 agreement {metrics['top1_agreement']:.3f}")
     return {"quality": "quality.json", **{k: metrics[k] for k in ("ppl", "ppl_reference", "ppl_ratio", "top1_agreement", "kl")}}
+
+
+# --- bench: `npm run bench:quality` (bench/quality.ts) drives these two steps around the TypeScript pack ---
+
+BENCH_METHODS = ("absmean", "twn", "gptq", "gptq+kd")
+
+
+def bench_quantize(config: dict[str, Any]) -> dict[str, Any]:
+    """Every bench method on one float model and one float plan, each written as an interchange under
+    `<work>/<method>/interchange`. GPTQ+KD starts from the GPTQ codes of the same run."""
+    import copy
+
+    from .quant import absmean, capture
+    from .quant.distill import KDConfig, distill, make_student
+
+    work, model_dir, calib_dir = Path(config["work"]), config["model_dir"], config["calib_dir"]
+    params = config["params"]
+    if not (Path(calib_dir) / "data_manifest.json").exists():
+        from .calib import fetch
+
+        fetch.run({"model_dir": model_dir, "out": calib_dir, "sources": config["calib_sources"]})
+    g = int(params["group_size"])
+    timings: dict[str, float] = {}
+    t0 = time.time()
+    prep = capture.prepare(model_dir, calib_dir, params)
+    timings["prepare"] = time.time() - t0
+    float_state = copy.deepcopy(prep.model.state_dict())
+    ternary_mods = prep.ternary_modules()
+    mods = dict(prep.model.named_modules())
+    reports: dict[str, Any] = {"allocation": {"fraction": prep.allocation.fraction,
+                                              "chosen_float": prep.allocation.chosen_float,
+                                              "forced_float": len(prep.allocation.forced_float)}}
+
+    def export(method: str, ternary: dict) -> None:
+        capture.export_interchange(model_dir, work / method / "interchange", ternary, method,
+                                   config.get("base_model", "smol"), config.get("revision", "bench"))
+
+    t0 = time.time()
+    out = {}
+    for m, s in sorted(ternary_mods.items(), key=lambda kv: kv[1]):
+        W_q, scale = absmean.quantize(mods[m].weight.detach().float(), absmean.AbsmeanConfig(group_size=g))
+        out[s] = capture.TernaryTensor(W_q=W_q, scale=scale, group_size=g)
+    export("absmean", out)
+    timings["absmean"] = time.time() - t0
+    emit("progress", done=1, total=4, what="absmean")
+
+    t0 = time.time()
+    out, _ = capture.run_twn(prep, params)
+    export("twn", out)
+    timings["twn"] = time.time() - t0
+    emit("progress", done=2, total=4, what="twn")
+
+    t0 = time.time()
+    gptq_out, rep = capture.run_gptq(prep, params, lambda d, n: emit("progress", done=d, total=n, what="gptq layer"))
+    export("gptq", gptq_out)
+    timings["gptq"] = time.time() - t0
+    reports["gptq"] = {"mean_rel_err": sum(rep["gptq_rel_err"].values()) / max(1, len(rep["gptq_rel_err"]))}
+    emit("progress", done=3, total=4, what="gptq")
+
+    t0 = time.time()
+    teacher = prep.model
+    student_model = copy.deepcopy(prep.model)
+    teacher.load_state_dict(float_state)
+    k = params.get("kd", {})
+    cfg = KDConfig(**{f: k[f] for f in KDConfig.__dataclass_fields__ if f in k})
+    s2m = {s: m for m, s in prep.m2s.items()}
+    student = make_student(student_model, {s2m[s]: tt for s, tt in gptq_out.items()})
+    from .calib.tokens import load_role, sequences
+
+    eos = int(read_manifest_eos(calib_dir))
+    seqs = sequences(load_role(calib_dir, "calibration"), int(k.get("seq_len", 128)), k.get("sequences"), eos)
+    history = distill(teacher, student_model, student, seqs, cfg, work / "kd",
+                      lambda r: emit("loss", **r) if r["step"] % 5 == 0 or r["step"] == 1 else None)
+    export("gptq+kd", {prep.m2s[m]: tl.export() for m, tl in student.items()})
+    timings["gptq+kd"] = time.time() - t0
+    reports["kd"] = {"steps": len(history), "first_kl": history[0]["kl"] if history else None,
+                     "last10_kl": sum(r["kl"] for r in history[-10:]) / max(1, len(history[-10:]))}
+    result = {"timings_s": {k2: round(v, 1) for k2, v in timings.items()}, "reports": reports}
+    (work / "quantize.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def read_manifest_eos(calib_dir: str | Path) -> int:
+    from .calib.tokens import read_manifest
+
+    return int(read_manifest(calib_dir)["tokenizer"]["eos_id"])
+
+
+@torch.no_grad()
+def bench_measure(config: dict[str, Any]) -> dict[str, Any]:
+    """Every packed method loaded by the server's loader, all measured in one pass over the same held-out
+    sequences against one full-precision reference."""
+    import tempfile
+
+    from ternforge_server.loader import load_model
+
+    from .calib.tokens import load_role, sequences
+    from .quant.capture import load_float_model
+
+    t0 = time.time()
+    model_dir, calib_dir = config["model_dir"], config["calib_dir"]
+    seqs = sequences(load_role(calib_dir, "heldout"), int(config.get("seq_len", 256)), config.get("sequences"),
+                     read_manifest_eos(calib_dir))
+    bs = int(config.get("batch_size", 4))
+    reference = load_float_model(model_dir)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="ternforge-bench-") as tmp:
+        models = {}
+        for method, pack_dir in config["packed"].items():
+            sub = assemble_submission(pack_dir, model_dir, Path(tmp) / method.replace("+", "_"))
+            models[method] = load_model(sub, "cpu", torch.float32)[0]
+            results[method] = {"tensors": tensor_errors(sub, model_dir)}
+        acc = {m: {"nll": 0.0, "agree": 0, "kl": 0.0} for m in models}
+        nll_ref, n = 0.0, 0
+        for i in range(0, seqs.shape[0], bs):
+            ids = seqs[i:i + bs]
+            target = ids[:, 1:].reshape(-1)
+            lr = _logits(reference, ids)[:, :-1]
+            lr = lr.reshape(-1, lr.shape[-1])
+            lp_ref = F.log_softmax(lr, -1)
+            nll_ref += float(F.cross_entropy(lr, target, reduction="sum"))
+            n += target.numel()
+            for m, model in models.items():
+                lc = _logits(model, ids)[:, :-1].reshape(-1, lr.shape[-1])
+                acc[m]["nll"] += float(F.cross_entropy(lc, target, reduction="sum"))
+                acc[m]["agree"] += int((lr.argmax(-1) == lc.argmax(-1)).sum())
+                acc[m]["kl"] += float(F.kl_div(F.log_softmax(lc, -1), lp_ref, log_target=True, reduction="sum"))
+            emit("progress", done=min(i + bs, seqs.shape[0]), total=seqs.shape[0], what="held-out batches")
+    ppl_ref = math.exp(nll_ref / n)
+    for m, a in acc.items():
+        per = results[m]["tensors"]
+        rel = [v["rel_frobenius"] for v in per.values()]
+        results[m] = {"ppl": math.exp(a["nll"] / n), "ppl_ratio": math.exp(a["nll"] / n) / ppl_ref,
+                      "top1_agreement": a["agree"] / n, "kl": a["kl"] / n,
+                      "mean_rel_frobenius": sum(rel) / len(rel), "ternary_tensors": len(per),
+                      "zero_share": sum(v["zero_share"] for v in per.values()) / len(per)}
+    out = {"heldout": {"sequences": int(seqs.shape[0]), "seq_len": int(seqs.shape[1]), "positions": n},
+           "ppl_reference": ppl_ref, "methods": results, "seconds": round(time.time() - t0, 1)}
+    return out
+
+
+if __name__ == "__main__":  # python -m ternforge.quality bench-quantize|bench-measure <config.json> <out.json>
+    import sys
+
+    step = {"bench-quantize": bench_quantize, "bench-measure": bench_measure}[sys.argv[1]]
+    res = step(json.loads(Path(sys.argv[2]).read_text()))
+    Path(sys.argv[3]).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")

@@ -85,3 +85,18 @@ def test_same_inputs_seed_and_device_give_the_same_bytes(tiny_fetch_dir: Path, t
     a = (tmp_path / "a" / "interchange").iterdir()
     for f in sorted(a):
         assert f.read_bytes() == (tmp_path / "b" / "interchange" / f.name).read_bytes(), f.name
+
+
+def test_quantize_model_writes_the_interchange_and_its_report(tiny_fetch_dir: Path, tiny_calib: Path, tmp_path: Path) -> None:
+    out = tmp_path / "q"
+    res = capture.quantize_model({**PARAMS, "method": "gptq", "model_dir": str(tiny_fetch_dir / "model"),
+                                  "out_dir": str(out), "calib_dir": str(tiny_calib)})
+    index = json.loads((out / "index.json").read_text())
+    report = json.loads((out / "quantize_report.json").read_text())
+    assert res["ok"] and index["method"] == "gptq" and index["format"] == "ternforge-interchange/1"
+    assert index["base_model"] == "ternforge-tiny-qwen3.5-seed0" and index["revision"] == "v1-seed0"
+    ternary = {n for n, t in index["tensors"].items() if t["encoding"] == "ternary"}
+    assert ternary == set(report["ternary_tensors"]) and len(ternary) == res["ternary_tensors"] > 20
+    assert all(t["group_size"] == 32 for n, t in index["tensors"].items() if n in ternary)
+    assert report["allocation"]["ternary_fraction"] > 0.95
+    assert not any("in_proj_a" in n or "in_proj_b" in n or "embed_tokens" in n for n in ternary)

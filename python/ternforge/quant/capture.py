@@ -202,11 +202,18 @@ def linear_groups(layer: nn.Module, names: Iterable[str], hidden: torch.Tensor, 
     """The layer's linears (local names in `names`) grouped by shared input, in forward order."""
     wanted = set(names)
     order: list[tuple[str, int]] = []
+    alive: list[torch.Tensor] = []  # keeps every seen input alive, so no two of them can share an id()
     handles = []
+
+    def hook(name: str):
+        def fn(_m, inp, _out):
+            alive.append(inp[0])
+            order.append((name, id(inp[0])))
+        return fn
+
     for name, mod in layer.named_modules():
         if name in wanted:
-            handles.append(mod.register_forward_hook(
-                lambda _m, inp, _out, name=name: order.append((name, id(inp[0])))))
+            handles.append(mod.register_forward_hook(hook(name)))
     with torch.no_grad():
         run_layer(layer, hidden, kwargs)
     for h in handles:
@@ -455,3 +462,58 @@ def export_interchange(model_dir: str | Path, out_dir: str | Path, ternary: dict
         entries[name] = interchange.index_entry(planned, fname)
     interchange.write_file(out_dir / fname, data)
     return interchange.write_index(out_dir, base_model, revision, method, [fname], entries)
+
+
+MODEL_METHODS = ("none", "twn", "gptq", "gptq+kd")
+
+
+def quantize_model(config: dict) -> dict:
+    """The quantize command for the model-level methods (MODEL_METHODS): float budget plan from calibration
+    sensitivities, the method, then the interchange plus quantize_report.json in `out_dir`.
+
+    Config: the quantize command's (model_dir, out_dir, method, group_size, source_json) plus calib_dir
+    (fetch-calib's output), work_dir (distillation checkpoints; survives an interrupted stage), seed, device,
+    dtype, calibration {seq_len, sequences, batch_size}, allocation {target_fraction, min_relative_score,
+    sensitivity}, gptq {blocksize, percdamp, actorder, scale_search}, kd {steps, lr, scale_lr, temperature,
+    hidden_mse, batch_size, seq_len, sequences, checkpoint_every}.
+    """
+    import time
+
+    from ..events import emit
+    from .distill import run_gptq_kd
+
+    method = str(config["method"])
+    if method not in MODEL_METHODS:
+        raise ValueError(f"{method!r} is not a model-level method ({', '.join(MODEL_METHODS)})")
+    model_dir, out_dir = Path(config["model_dir"]), Path(config["out_dir"])
+    source_json = Path(config.get("source_json") or model_dir.parent / "source.json")
+    origin = json.loads(source_json.read_text())["origin"] if source_json.exists() else {}
+    t0 = time.time()
+    calib_dir = config.get("calib_dir") if method != "none" else None
+    prep = prepare(model_dir, calib_dir, config)
+
+    def on_layer(done: int, total: int) -> None:
+        emit("progress", done=done, total=total, what=f"{method}: layer")
+
+    def on_step(rec: dict) -> None:
+        emit("loss", **rec)
+
+    runners = {
+        "none": lambda: run_none(prep),
+        "twn": lambda: run_twn(prep, config),
+        "gptq": lambda: run_gptq(prep, config, on_layer),
+        "gptq+kd": lambda: run_gptq_kd(prep, {**config, "model_dir": str(model_dir), "calib_dir": str(calib_dir)},
+                                       config.get("work_dir"), on_layer, on_step),
+    }
+    ternary, report = runners[method]()
+    export_interchange(model_dir, out_dir, ternary, method, str(origin.get("base_model", model_dir.name)),
+                       str(origin.get("revision", "unknown")))
+    a = prep.allocation
+    full = {**report, "method": method, "seconds": round(time.time() - t0, 1),
+            "allocation": {"ternary_fraction": a.fraction if method != "none" else 0.0,
+                           "forced_float": a.forced_float, "chosen_float": a.chosen_float,
+                           "scores": a.scores},
+            "ternary_tensors": sorted(ternary)}
+    (out_dir / "quantize_report.json").write_text(json.dumps(full, indent=2, sort_keys=True, default=float) + "\n")
+    return {"ok": True, "method": method, "ternary_tensors": len(ternary),
+            "ternary_fraction": full["allocation"]["ternary_fraction"], "seconds": full["seconds"]}

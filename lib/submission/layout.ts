@@ -31,10 +31,10 @@ export const EVIDENCE_DIR = 'evidence';
 export const WHEELS_LOCK = 'requirements-serve.lock.txt';
 export const WHEELS_RECORD = 'wheels.json';
 /**
- * Whether the shipped lock carries `--hash=sha256:` per pin. Off while serve.sh's pre-install check
- * accepts only bare `name==version` lines; the sha256 of every wheel is in evidence/wheels.json either way.
+ * Whether the shipped lock carries `--hash=sha256:` per pin, so serve.sh's pip installs in hash-checking
+ * mode (a swapped wheel refuses to install). The sha256 of every wheel is also in evidence/wheels.json.
  */
-export const LOCK_WITH_HASHES = false;
+export const LOCK_WITH_HASHES = true;
 
 /**
  * Files taken from fetch-model's `model/` when present: config, tokenizer and chat template, never

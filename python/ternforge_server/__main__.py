@@ -83,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
             from .serving import build_serving
 
             built = build_serving(sub, args)
+            phases = {**report["phases"], **built.report.get("phases", {})}  # keep serve.sh's install
             report.update(built.report)
-            report["phases"].update(built.report.get("phases", {}))
+            report["phases"] = phases
             state.tokenizer, state.engine = built.tokenizer, built.engine
             state.controller = built.controller
             report["ready_s"] = round(time.perf_counter() - t_all, 3)

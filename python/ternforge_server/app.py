@@ -110,6 +110,7 @@ def _common(body: dict, state: ServerState) -> dict:
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ApiError(400, "'seed' must be an integer", "seed", "invalid_type")
+    budget = _int_field(body, "reasoning_budget", 0, state.max_model_len)  # thinking-token cap (a sweep's knob)
     opts = body.get("stream_options")
     include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
     return {
@@ -117,6 +118,7 @@ def _common(body: dict, state: ServerState) -> dict:
         "stop": stops,
         "stream": bool(stream),
         "include_usage": include_usage,
+        "reasoning_budget": budget,
         "sampling": Sampling(temperature=_num_field(body, "temperature", 0.0, 2.0, 0.0),
                              top_p=_num_field(body, "top_p", 1e-6, 1.0, 1.0),
                              seed=(seed % (1 << 63)) if seed is not None else None),
@@ -209,7 +211,7 @@ def build_app(state: ServerState) -> Starlette:
             user_text = "\n".join(m["content"] for m in messages if m["role"] == "user")
             run = controller.run(prompt_ids, max_tokens=max_tokens, thinking=controller.thinking_open(prompt_text),
                                  kind=prompt_kind(user_text), stop=opts["stop"], sampling=opts["sampling"],
-                                 arrived=arrived)
+                                 arrived=arrived, budget=opts["reasoning_budget"])
             rid = "chatcmpl-" + uuid.uuid4().hex
             if opts["stream"]:
                 first = await _first_or_error(run)

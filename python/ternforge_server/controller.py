@@ -165,8 +165,8 @@ class ReasoningController:
 
     async def run(self, prompt_ids: list[int], *, max_tokens: int, thinking: bool, kind: str = "default",
                   stop: list[str] | None = None, sampling: Sampling = Sampling(),
-                  arrived: float | None = None) -> AsyncIterator[Delta | Outcome]:
-        """Yield Delta pieces as they come, then one Outcome."""
+                  arrived: float | None = None, budget: int | None = None) -> AsyncIterator[Delta | Outcome]:
+        """Yield Delta pieces as they come, then one Outcome. `budget` caps thinking below the derived one."""
         cfg = self.cfg
         start = arrived if arrived is not None else time.monotonic()
         deadline = start + cfg.request_timeout_s
@@ -180,7 +180,8 @@ class ReasoningController:
         in_thinking = thinking
         answer = _AnswerState(self.tok, stop, self.think_marks)
 
-        budget = thinking_budget(max_tokens, kind, cfg, len(self.closing_ids)) if thinking else 0
+        derived = thinking_budget(max_tokens, kind, cfg, len(self.closing_ids)) if thinking else 0
+        budget = derived if budget is None else min(derived, budget)
         if thinking and budget <= 0:
             thinking_cut = "budget"  # no room to think: close at once and answer
         elif thinking:

@@ -62,4 +62,8 @@ export interface EvalParams {
      */
     sets?: string[];
   };
+  /**
+   * Seconds the server may take to answer /health 200 (grader: 300).
+   */
+  startupLimitS?: number;
 }

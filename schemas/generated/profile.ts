@@ -366,6 +366,10 @@ export interface EvalParams {
      */
     sets?: string[];
   };
+  /**
+   * Seconds the server may take to answer /health 200 (grader: 300).
+   */
+  startupLimitS?: number;
 }
 /**
  * The profile section of the report stage. The report has no tunable behaviour: what it shows is decided by the evidence, and what it refuses by the contract. Kept as an object so a later option can be added without touching every profile.

@@ -1,0 +1,201 @@
+/**
+ * report: the real pipeline on tiny, up to `report`, in a temp workdir. The outputs are emit's tree
+ * (hard links, never copies) plus evidence/; every record and the guide pass their schemas; every file
+ * and line the guide cites exists and holds its anchor; `verify` passes on the result; the report stage
+ * refuses a build whose data manifest wires a benchmark dataset into calibration or selection; the HTML
+ * report is self-contained and renders in headless Chromium with no console message.
+ *
+ * $TERNFORGE_REPORT_TEST_WORKDIR: check a workdir where report already ran instead of building one.
+ * $TERNFORGE_REPORT_SCREENSHOT: where to keep the screenshot (default: a temp file, printed).
+ */
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { sha256 } from '../engine/digest.ts';
+import { formatFailure } from '../engine/format-failure.ts';
+import { buildGraph } from '../engine/graph.ts';
+import { engineSchemaSet, SchemaSet } from '../engine/json-io.ts';
+import { buildReport, graphFromRecords, listTree } from '../lib/report/build.ts';
+import type { Guide } from '../lib/report/guide.ts';
+import { EVIDENCE_PATHS } from '../lib/report/layout.ts';
+import { gatherRecords } from '../lib/report/records.ts';
+import { pipeline } from '../pipeline.ts';
+import { REPORT_NEEDS } from '../stages/report.ts';
+import type { EvidenceRecord } from '../schemas/generated/evidence-record.ts';
+
+const root = join(import.meta.dirname, '..');
+const venv = process.env.TERNFORGE_VENV || join(root, '.ternforge', 'venv');
+const given = process.env.TERNFORGE_REPORT_TEST_WORKDIR;
+const CHROMIUM = '/usr/bin/chromium';
+let workdir: string;
+let out: string;
+const place = (s: string): string => join(workdir, '.ternforge', 'tiny', s);
+const scratch: string[] = [];
+
+beforeAll(() => {
+  workdir = given ?? mkdtempSync(join(tmpdir(), 'ternforge-report-test-'));
+  out = join(place('report'), 'outputs');
+  if (given !== undefined) return;
+  const cli = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'pipeline.ts'), 'report', '--profile', 'tiny', '--workdir', workdir], { cwd: root, encoding: 'utf8', env: { ...process.env, TERNFORGE_VENV: venv }, timeout: 590_000, maxBuffer: 64 * 2 ** 20 });
+  if (cli.status !== 0) throw new Error(`report failed (${cli.status}):\n${cli.stdout}\n${cli.stderr.slice(-6000)}`);
+}, 600_000);
+afterAll(() => {
+  for (const d of scratch) rmSync(d, { recursive: true, force: true });
+  if (given === undefined) rmSync(workdir, { recursive: true, force: true });
+});
+
+describe('report on tiny', () => {
+  test("the outputs are emit's tree, hard-linked file by file, plus evidence/", () => {
+    const emitOut = join(place('emit'), 'outputs');
+    const emitted = listTree(emitOut);
+    const reported = listTree(out);
+    for (const f of emitted) {
+      expect(reported).toContain(f);
+      // Same inode: never a copy (the weights of the real model are gigabytes).
+      expect({ f, ino: statSync(join(out, f)).ino }).toEqual({ f, ino: statSync(join(emitOut, f)).ino });
+    }
+    const added = reported.filter((f) => !emitted.includes(f));
+    expect(added.every((f) => f.startsWith('evidence/'))).toBe(true);
+    for (const f of [EVIDENCE_PATHS.guide, EVIDENCE_PATHS.guideJson, EVIDENCE_PATHS.html, `${EVIDENCE_PATHS.records}/emit.json`, `${EVIDENCE_PATHS.records}/python-env.json`]) expect(added).toContain(f);
+  });
+
+  test('every record validates against its schema and the records chain', () => {
+    const schemas = engineSchemaSet();
+    const records = listTree(join(out, EVIDENCE_PATHS.records));
+    expect(records.map((r) => r.replace(/\.json$/, '')).sort()).toEqual(pipeline.stages.map((s) => s.stage.name).filter((s) => s !== 'report').sort());
+    const byStage = new Map<string, EvidenceRecord>();
+    for (const r of records) {
+      const value = JSON.parse(readFileSync(join(out, EVIDENCE_PATHS.records, r), 'utf8')) as EvidenceRecord;
+      expect({ r, errors: schemas.validate('evidence-record.schema.json', value) }).toEqual({ r, errors: [] });
+      byStage.set(value.stage, value);
+    }
+    for (const rec of byStage.values()) for (const [up, d] of Object.entries(rec.keyData.upstream)) expect({ stage: rec.stage, up, d }).toEqual({ stage: rec.stage, up, d: byStage.get(up)!.outputDigest });
+    // The report's own record, written by the engine after it ran.
+    const own = JSON.parse(readFileSync(join(place('report'), 'evidence.json'), 'utf8')) as EvidenceRecord;
+    expect(schemas.validate('evidence-record.schema.json', own)).toEqual([]);
+    expect(Object.keys(own.keyData.upstream).sort()).toEqual([...REPORT_NEEDS].sort());
+  });
+
+  test("the graph the records show is pipeline.ts's declared graph", () => {
+    const g = buildGraph(pipeline);
+    if (!g.ok) throw new Error('pipeline');
+    const gathered = gatherRecords({ workdir, profile: 'tiny', stages: g.value.order.filter((s) => s !== 'report'), outputsOf: (s) => join(place(s), 'outputs') });
+    if (!gathered.ok) throw new Error(JSON.stringify(gathered.error));
+    const fromRecords = graphFromRecords(gathered.value, 'report', REPORT_NEEDS);
+    for (const s of g.value.order) expect({ s, needs: [...fromRecords.needs.get(s)!].sort() }).toEqual({ s, needs: [...g.value.needs.get(s)!].sort() });
+  });
+
+  test('guide.json passes its schema; every cited file and line exists and holds its anchor', () => {
+    const guide = JSON.parse(readFileSync(join(out, EVIDENCE_PATHS.guideJson), 'utf8')) as Guide;
+    expect(new SchemaSet(join(root, 'schemas')).validate('evidence-guide.schema.json', guide)).toEqual([]);
+    expect(guide.rules.map((r) => r.id)).toEqual(['pinned-start', 'text-only', 'no-benchmark-data', 'served-equals-audited', 'ternary-execution', 'no-outside-apis']);
+    const cited = guide.rules.flatMap((r) => r.citations);
+    expect(cited.length).toBeGreaterThan(20);
+    for (const c of cited) {
+      const lines = readFileSync(join(out, c.file), 'utf8').split('\n');
+      expect({ c: `${c.file}:${c.line}`, has: lines[c.line - 1]?.includes(c.anchor), text: lines[c.line - 1]?.trim() }).toEqual({ c: `${c.file}:${c.line}`, has: true, text: c.text });
+    }
+    // The README cites exactly those lines: every `path:N` in it is a citation that holds.
+    const readme = readFileSync(join(out, EVIDENCE_PATHS.guide), 'utf8');
+    const inReadme = [...readme.matchAll(/`([\w./-]+):(\d+)`/g)].map((m) => `${m[1]}:${m[2]}`);
+    expect(inReadme.length).toBe(cited.length);
+    expect(new Set(inReadme)).toEqual(new Set(cited.map((c) => `${c.file}:${c.line}`)));
+    // The loader lines that skip exempt tensors and unpack codes are among them.
+    expect(cited.some((c) => c.file.endsWith('loader.py') && c.text.startsWith('if is_exempt('))).toBe(true);
+    expect(cited.some((c) => c.file.endsWith('loader.py') && c.text.startsWith('t = unpack_2bit('))).toBe(true);
+  });
+
+  test('placeholder stages are named as such and no figure is invented for them', () => {
+    const guide = JSON.parse(readFileSync(join(out, EVIDENCE_PATHS.guideJson), 'utf8')) as Guide;
+    const readme = readFileSync(join(out, EVIDENCE_PATHS.guide), 'utf8');
+    const placeholders = REPORT_NEEDS.filter((s) => {
+      const rec = JSON.parse(readFileSync(join(place(s), 'evidence.json'), 'utf8')) as EvidenceRecord;
+      return rec.outputs.length === 1 && rec.outputs[0]!.path === 'PLACEHOLDER';
+    });
+    expect(guide.placeholders).toEqual(placeholders);
+    if (placeholders.length > 0) expect(readme).toContain(`**Not yet implemented (placeholder stages, no evidence and no figures):** ${placeholders.join(', ')}.`);
+    const html = readFileSync(join(out, EVIDENCE_PATHS.html), 'utf8');
+    for (const s of placeholders) if (s === 'quality' || s === 'eval') expect(html).toContain(`${s} is still a placeholder`);
+    expect(readme.split('\n')[0]).toBe('# Reviewer guide: tiny');
+  });
+
+  test('verify passes on the complete submission', () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'pipeline.ts'), 'verify', out], { cwd: root, encoding: 'utf8' });
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(r.stdout).toContain('gate ternary-fraction');
+  });
+
+  test('the report stage refuses a build whose data manifest wires a benchmark dataset into calibration or selection', async () => {
+    // A copy of this build's state in which fetch-calib "produced" a doctored data manifest.
+    const wd = mkdtempSync(join(tmpdir(), 'ternforge-report-doctored-'));
+    scratch.push(wd);
+    const g = buildGraph(pipeline);
+    if (!g.ok) throw new Error('pipeline');
+    for (const s of g.value.order.filter((x) => x !== 'report')) {
+      mkdirSync(join(wd, '.ternforge', 'tiny', s), { recursive: true });
+      const rec = JSON.parse(readFileSync(join(place(s), 'evidence.json'), 'utf8')) as EvidenceRecord;
+      if (s === 'fetch-calib') {
+        const doctored = { format: 'ternforge-data/1', sources: [
+          { name: 'openr1', dataset: 'open-r1/OpenR1-Math-220k', config: 'default', split: 'train', role: 'calibration' },
+          { name: 'gpqa-diamond', dataset: 'Idavidrein/gpqa', config: 'gpqa_diamond', split: 'train', role: 'calibration' },
+          { name: 'mmlu-pro-val', dataset: 'TIGER-Lab/MMLU-Pro', split: 'validation', role: 'selection' },
+        ] };
+        const dir = join(wd, 'store', 'fetch-calib', rec.outputDigest);
+        mkdirSync(dir, { recursive: true });
+        const text = JSON.stringify(doctored, null, 2);
+        writeFileSync(join(dir, 'data_manifest.json'), text);
+        rec.outputs = [{ path: 'data_manifest.json', sha256: sha256(text), size: Buffer.byteLength(text) }];
+        symlinkSync(dir, join(wd, '.ternforge', 'tiny', s, 'outputs'));
+        writeFileSync(join(wd, '.ternforge', 'tiny', s, 'evidence.json'), JSON.stringify(rec));
+      } else {
+        copyFileSync(join(place(s), 'evidence.json'), join(wd, '.ternforge', 'tiny', s, 'evidence.json'));
+        if (existsSync(join(place(s), 'outputs'))) symlinkSync(join(place(s), 'outputs'), join(wd, '.ternforge', 'tiny', s, 'outputs'));
+      }
+    }
+    const dest = join(wd, 'out');
+    mkdirSync(dest);
+    const r = await buildReport({ profile: 'tiny', workdir: wd, root, out: dest, direct: REPORT_NEEDS, upstream: (s) => join(wd, '.ternforge', 'tiny', s, 'outputs'), log: () => {} });
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.error.reason).toBe('provenance-violation');
+    const text = formatFailure(r.error);
+    expect(text.split('\n')).toEqual([
+      `stage report: provenance proof failed (${join(wd, '.ternforge', 'tiny', 'fetch-calib', 'outputs', 'data_manifest.json')}): benchmark or held-out data could reach quantize or a choice of defaults`,
+      '  gpqa-diamond [benchmark-not-evaluation]: gpqa-diamond (Idavidrein/gpqa/gpqa_diamond, split train) is GPQA benchmark data but has role "calibration"; benchmark data may only have the role "evaluation"',
+      '  mmlu-pro-val [benchmark-not-evaluation]: mmlu-pro-val (TIGER-Lab/MMLU-Pro, split validation) is MMLU-Pro benchmark data but has role "selection"; benchmark data may only have the role "evaluation"',
+    ]);
+    // The same build with only the clean source passes, and its guide lists the source.
+    const clean = { format: 'ternforge-data/1', sources: [{ name: 'openr1', dataset: 'open-r1/OpenR1-Math-220k', config: 'default', split: 'train', role: 'calibration' }] };
+    writeFileSync(join(wd, '.ternforge', 'tiny', 'fetch-calib', 'outputs', 'data_manifest.json'), JSON.stringify(clean, null, 2));
+    const dest2 = join(wd, 'out2');
+    mkdirSync(dest2);
+    const r2 = await buildReport({ profile: 'tiny', workdir: wd, root, out: dest2, direct: REPORT_NEEDS, upstream: (s) => join(wd, '.ternforge', 'tiny', s, 'outputs'), log: () => {} });
+    expect(r2.ok ? 'ok' : formatFailure(r2.error)).toBe('ok');
+    expect(readFileSync(join(dest2, EVIDENCE_PATHS.guide), 'utf8')).toContain('calibration sources (fit the weights in quantize): openr1');
+  });
+
+  test('report.html is self-contained and renders in headless Chromium with no console message', () => {
+    const html = readFileSync(join(out, EVIDENCE_PATHS.html), 'utf8');
+    expect(html).not.toMatch(/<script|<link|<iframe|<img|@import|url\((?!#)/i);
+    expect([...html.matchAll(/(?:src|href)\s*=\s*"([^"]*)"/gi)].map((m) => m[1]).filter((u) => !u!.startsWith('#'))).toEqual([]);
+    expect(html).toContain('<svg');
+    expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium`).toBe(true);
+    const tmp = mkdtempSync(join(tmpdir(), 'ternforge-chromium-'));
+    scratch.push(tmp);
+    const shot = process.env.TERNFORGE_REPORT_SCREENSHOT ?? join(tmp, 'report.png');
+    const render = (url: string, png: string): string => {
+      const r = spawnSync(CHROMIUM, ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', `--user-data-dir=${join(tmp, `profile-${Math.random().toString(36).slice(2)}`)}`, '--enable-logging=stderr', '--v=0', `--screenshot=${png}`, '--window-size=1280,2000', url], { encoding: 'utf8', timeout: 60_000 });
+      expect(r.status).toBe(0);
+      return r.stderr;
+    };
+    // Control: the harness does see a console message.
+    writeFileSync(join(tmp, 'control.html'), "<!DOCTYPE html><html><body><script>console.error('control')</script></body></html>");
+    expect(render(`file://${join(tmp, 'control.html')}`, join(tmp, 'control.png'))).toMatch(/CONSOLE.*"control"/);
+    const stderr = render(`file://${join(out, EVIDENCE_PATHS.html)}`, shot);
+    expect(stderr.split('\n').filter((l) => /CONSOLE|Refused to|Failed to load|ERR_/.test(l))).toEqual([]);
+    expect(statSync(shot).size).toBeGreaterThan(20_000);
+    if (process.env.TERNFORGE_REPORT_SCREENSHOT === undefined) process.stdout.write(`report screenshot: ${shot} (kept until the test ends)\n`);
+  });
+});

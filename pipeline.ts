@@ -35,7 +35,8 @@ export const pipeline: PipelineDecl = {
     { stage: evaluate, needs: ['emit', 'smoke-serve'] },
     { stage: report, needs: ['fetch-model', 'fetch-calib', 'quantize', 'pack', 'quality', 'audit', 'vendor-wheels', 'emit', 'smoke-serve', 'eval'] },
   ],
-  links: { weights: 'pack/weights', wheels: 'vendor-wheels/wheels', evidence: 'emit/evidence' },
+  links: { weights: 'pack/weights', wheels: 'vendor-wheels/wheels', evidence: 'report/evidence' },
+  publish: { 'dist/{profile}': 'report' },
 };
 
 if (import.meta.url === `file://${process.argv[1]}`) {

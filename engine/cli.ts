@@ -15,6 +15,7 @@ import { collectGarbage } from './gc.ts';
 import { buildGraph, upstreamClosure, type Graph } from './graph.ts';
 import { formatReason } from './key.ts';
 import { refreshLinks } from './links.ts';
+import { refreshPublished } from './publish.ts';
 import { engineSchemaSet } from './json-io.ts';
 import { knownProfiles } from './profile.ts';
 import { Session } from './session.ts';
@@ -193,6 +194,7 @@ async function run(graph: Graph, targets: readonly string[], all: boolean, g: Gl
   try {
     const result = await runStages(s, { stages, forced, dryRun: g.dryRun === true, signal: abort.signal, note });
     if (g.dryRun !== true && pipeline.links !== undefined) refreshLinks(s.ws, s.profile.name, pipeline.links, note);
+    if (g.dryRun !== true && pipeline.publish !== undefined) refreshPublished(s.ws, s.profile.name, pipeline.publish, note);
     await s.close();
     const totalMs = performance.now() - t0;
     const stageMs = result.reports.reduce((n, r) => n + r.stageMs, 0);

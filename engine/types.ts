@@ -107,4 +107,10 @@ export interface PipelineDecl {
    * after every run: link name -> `<stage>/<path inside its outputs>`, e.g. `{ weights: 'pack/weights' }`.
    */
   links?: Readonly<Record<string, string>>;
+  /**
+   * Hard-link mirrors of a stage's current outputs at a stable path, refreshed after every run:
+   * destination (relative to the workdir, `{profile}` substituted) -> stage, e.g.
+   * `{ 'dist/{profile}': 'report' }`. See engine/publish.ts.
+   */
+  publish?: Readonly<Record<string, string>>;
 }

@@ -15,7 +15,8 @@ export const stage = defineStage<AuditParams>({
   async run(ctx) {
     const source = await loadSourceCheckpoint(join(ctx.upstream('fetch-model'), 'model'));
     if (!source.ok) return err({ reason: 'stage-failed', stage: 'audit', detail: `source checkpoint unreadable: ${source.error.reason}`, facts: { ...source.error } });
-    const report = await auditSubmission(ctx.upstream('pack'), { source: source.value });
+    // Name the source by its place in the graph, not its absolute path: the record must not depend on the workdir.
+    const report = await auditSubmission(ctx.upstream('pack'), { source: { ...source.value, origin: 'fetch-model/model' } });
     const path = join(ctx.out, 'audit.json');
     await writeFile(`${path}.tmp`, `${JSON.stringify(report, null, 2)}\n`);
     await rename(`${path}.tmp`, path);

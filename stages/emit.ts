@@ -5,21 +5,20 @@
  * model/, never its float weights), architecture.json (written here), and evidence/ (audit, source,
  * wheels records). Upstream files are hard-linked, not copied.
  *
- * Then published as a hard-link tree at `<workdir>/dist/<profile>/` (param publish_dir), unless
- * `publish: false`.
+ * The report stage adds the evidence guide to this tree; the engine publishes report's outputs as a
+ * hard-link tree at `<workdir>/dist/<profile>/` (pipeline.ts `publish`).
  */
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { SchemaSet } from '../engine/json-io.ts';
 import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import { assembleSubmission } from '../lib/submission/assemble.ts';
-import { publishSubmission } from '../lib/submission/publish.ts';
 import type { EmitParams } from '../schemas/generated/emit.ts';
 
 export const stage = defineStage<EmitParams>({
   name: 'emit',
-  summary: 'Assemble the self-contained submission directory dist/<profile>/',
-  code: ['stages/emit.ts', 'lib/submission/assemble.ts', 'lib/submission/architecture.ts', 'lib/submission/layout.ts', 'lib/submission/publish.ts', 'schemas/architecture.schema.json', 'serve/serve.sh', 'python/ternforge_server'],
+  summary: 'Assemble the self-contained submission directory (published with the evidence at dist/<profile>/)',
+  code: ['stages/emit.ts', 'lib/submission/assemble.ts', 'lib/submission/architecture.ts', 'lib/submission/layout.ts', 'schemas/architecture.schema.json', 'serve/serve.sh', 'python/ternforge_server'],
   schema: 'schemas/stages/emit.schema.json',
   tools: ['node'],
   async run(ctx) {
@@ -33,13 +32,6 @@ export const stage = defineStage<EmitParams>({
     const { stats, files } = built.value;
     ctx.log(`assembled ${stats.files} files (${(stats.bytes / 2 ** 20).toFixed(1)} MiB): ${stats.linked} hard-linked (${(stats.linkedBytes / 2 ** 20).toFixed(1)} MiB), ${stats.copied} copied, ${stats.written} written, in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
     const summary: Record<string, unknown> = { ...stats, top_level: [...new Set(files.map((f) => f.split('/')[0]))] };
-    if (ctx.params.publish !== false) {
-      const dest = resolve(ctx.workdir, ctx.params.publish_dir ?? join('dist', ctx.profile));
-      const pub = publishSubmission(ctx.out, dest);
-      if (!pub.ok) return err({ reason: 'stage-failed', stage: ctx.stage, detail: `cannot publish to ${pub.error.path}: ${pub.error.detail}`, facts: { path: pub.error.path } });
-      ctx.log(`published ${pub.value.files} files at ${dest} (${pub.value.linked} hard links)`);
-      summary.published = dest;
-    }
     return ok({ summary });
   },
 });

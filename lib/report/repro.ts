@@ -11,7 +11,8 @@
  *    `cache`);
  *  - report.html between `<!-- volatile:begin -->` and `<!-- volatile:end -->`;
  *  - whole files: a served process's own log (`serve.log`);
- *  - the workdir's absolute path (host), shown as `<workdir>`;
+ *  - the workdir's absolute path (host), shown as `<workdir>`; random temp dir names (`<tmp>`);
+ *  - durations written into JSON strings (`after 63.5 s`, `12 ms`), shown as `<duration>`;
  *  - digests of anything above: a file equal after masking but not in raw bytes is volatile, and so are its
  *    sha256, its stage's output digest and every key built on it (labelled, e.g. `<volatile:smoke-serve.outputs>`).
  */
@@ -100,6 +101,11 @@ class Normalizer {
         masks.add('workdir path');
       }
     }
+    const tmpNames = /(\.ternforge\/tmp\/[\w-]+-|\/tmp\/ternforge-[a-z-]+-)[A-Za-z0-9]{6}\b/g;
+    if (tmpNames.test(out)) {
+      out = out.replace(tmpNames, '$1<tmp>');
+      masks.add('temp dir name');
+    }
     if (file.endsWith('.html') && out.includes(VOLATILE_BEGIN)) {
       const re = new RegExp(`${escapeRe(VOLATILE_BEGIN)}[\\s\\S]*?${escapeRe(VOLATILE_END)}`, 'g');
       const next = out.replace(re, '<volatile/>');
@@ -110,14 +116,14 @@ class Normalizer {
       try {
         const v = JSON.parse(out) as unknown;
         const isRecord = file.endsWith('evidence.json') || file.includes('evidence/records/');
-        const masked = maskJson(v, isRecord, masks);
+        const masked = maskJson(v, isRecord, masks, 0, this.labels);
         out = JSON.stringify(masked, null, 1);
       } catch {
         /* not JSON: compared as text */
       }
     }
     if (this.labels.size > 0) {
-      out = out.replace(/[0-9a-f]{64}|[0-9a-f]{16}/g, (m) => {
+      out = out.replace(/\b([0-9a-f]{64}|[0-9a-f]{16}|[0-9a-f]{12})\b/g, (m) => {
         const l = this.labels.get(m);
         if (l === undefined) return m;
         masks.add('volatile digest');
@@ -131,6 +137,7 @@ class Normalizer {
     for (const d of [digestA, digestB]) {
       this.labels.set(d, label);
       this.labels.set(d.slice(0, 16), label);
+      this.labels.set(d.slice(0, 12), label);
     }
   }
 }
@@ -139,15 +146,24 @@ function escapeRe(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-function maskJson(v: unknown, isRecord: boolean, masks: Set<string>, depth = 0): unknown {
-  if (Array.isArray(v)) return v.map((x) => maskJson(x, isRecord, masks, depth + 1));
+const DURATION = /\b\d+(\.\d+)? ?(s|ms)\b/g;
+
+function maskJson(v: unknown, isRecord: boolean, masks: Set<string>, depth: number, labels: ReadonlyMap<string, string>): unknown {
+  if (Array.isArray(v)) return v.map((x) => maskJson(x, isRecord, masks, depth + 1, labels));
+  if (typeof v === 'string' && new RegExp(DURATION.source).test(v)) {
+    masks.add('duration in text');
+    return v.replace(DURATION, '<duration>');
+  }
   if (v === null || typeof v !== 'object') return v;
   const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v)) {
-    if ((isRecord && depth === 0 && (VOLATILE.recordFields as readonly string[]).includes(k)) || (VOLATILE.jsonKeys as readonly string[]).includes(k) || VOLATILE.jsonKeyPattern.test(k)) {
+  const o = v as Record<string, unknown>;
+  // A listing entry of a volatile file: its size goes with its (labelled) digest.
+  const volatileEntry = typeof o.sha256 === 'string' && labels.has(o.sha256) && 'size' in o;
+  for (const [k, x] of Object.entries(o)) {
+    if ((isRecord && depth === 0 && (VOLATILE.recordFields as readonly string[]).includes(k)) || (VOLATILE.jsonKeys as readonly string[]).includes(k) || VOLATILE.jsonKeyPattern.test(k) || (volatileEntry && k === 'size')) {
       out[k] = '<volatile>';
       masks.add(`field ${k}`);
-    } else out[k] = maskJson(x, isRecord, masks, depth + 1);
+    } else out[k] = maskJson(x, isRecord, masks, depth + 1, labels);
   }
   return out;
 }

@@ -99,7 +99,8 @@ def _smol_model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 
 def test_gptq_beats_rounding_on_a_real_smol_layer(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
     """SmolLM2-135M, layer 5: inputs of q_proj and down_proj captured from calibration text (CPython's
-    pydoc topics) and, separately, from held-out topics; GPTQ must beat both roundings on the held-out ones."""
+    pydoc topics, 6144 tokens: more than down_proj's 1536 inputs, or H is rank-deficient and GPTQ fits the
+    calibration text) and, separately, from held-out topics; GPTQ must beat both roundings on the held-out ones."""
     from ternforge.calib.fetch import bucket
     from ternforge.calib.sources import SourceDecl, documents
     from ternforge.quant import absmean
@@ -123,7 +124,8 @@ def test_gptq_beats_rounding_on_a_real_smol_layer(request: pytest.FixtureRequest
     hooks = [mods[n].register_forward_hook(lambda _m, inp, _o, n=n: captured[n].append(inp[0].reshape(-1, inp[0].shape[-1])))
              for n in names]
     with torch.no_grad():
-        model(input_ids=ids(0, 70, 8))
+        for batch in ids(0, 70, 48).split(8):
+            model(input_ids=batch)
         split = {n: len(captured[n]) for n in names}
         model(input_ids=ids(70, 100, 4))
     for h in hooks:
@@ -131,7 +133,7 @@ def test_gptq_beats_rounding_on_a_real_smol_layer(request: pytest.FixtureRequest
     for n in names:
         X_cal, X_held = torch.cat(captured[n][: split[n]]), torch.cat(captured[n][split[n]:])
         W = mods[n].weight.detach().float()
-        res = _gptq(W, X_cal, GPTQConfig(group_size=32, actorder=True))
+        res = _gptq(W, X_cal, GPTQConfig(group_size=32, actorder=True, percdamp=0.1))
         e_gptq = _output_error(W, twn.dequantize(res.W_q, res.scale, 32), X_held)
         W_t, s_t = twn.quantize(W, twn.TWNConfig(group_size=32))
         e_twn = _output_error(W, twn.dequantize(W_t, s_t, 32), X_held)

@@ -405,7 +405,7 @@ def run_gptq(prep: Prepared, params: dict,
 
     p = params.get("gptq", {})
     cfg = GPTQConfig(group_size=prep.group_size, blocksize=int(p.get("blocksize", 128)),
-                     percdamp=float(p.get("percdamp", 0.01)), actorder=bool(p.get("actorder", True)),
+                     percdamp=float(p.get("percdamp", 0.1)), actorder=bool(p.get("actorder", True)),
                      scale_search=p.get("scale_search", "exact"))
     if not prep.batches:
         raise ValueError("gptq needs calibration batches (fetch-calib's calibration role)")

@@ -25,7 +25,7 @@ from . import twn
 class GPTQConfig:
     group_size: int = 32
     blocksize: int = 128
-    percdamp: float = 0.01
+    percdamp: float = 0.1  # ternary codes are coarse: heavier damping than GPTQ's 0.01 generalises better
     actorder: bool = False
     scale_search: str = "exact"  # twn.group_scales search: "exact" | "grid"
 

@@ -1,0 +1,70 @@
+/**
+ * Published trees: `<workdir>/<dest>` (e.g. `dist/tiny`) as a hard-link mirror of a stage's current
+ * outputs, refreshed after every run, so the submission sits at a stable path even when its stage was
+ * fresh or restored from the run cache. A real directory, not a symlink: a program run from it (serve.sh
+ * writes its venv beside itself) must not be able to change the content store. Built beside the
+ * destination and swapped in by rename. Which output digest each destination mirrors is recorded in
+ * `.ternforge/<profile>/published.json`; a destination that is not recorded there is never replaced.
+ */
+import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { randomSuffix, writeFileAtomicSync } from './fs-atomic.ts';
+import { currentOutputs, EVIDENCE_FILE, type Workspace } from './store.ts';
+
+/** Every file under `dir`, relative, sorted. */
+function filesUnder(dir: string, prefix = ''): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(join(dir, prefix), { withFileTypes: true })) {
+    const rel = prefix === '' ? e.name : `${prefix}/${e.name}`;
+    if (e.isDirectory()) out.push(...filesUnder(dir, rel));
+    else out.push(rel);
+  }
+  return out.sort();
+}
+
+export function refreshPublished(ws: Workspace, profile: string, publish: Readonly<Record<string, string>>, note: (line: string) => void): void {
+  const recordPath = join(ws.workdir, '.ternforge', profile, 'published.json');
+  let record: Record<string, string> = {};
+  try {
+    const parsed: unknown = JSON.parse(readFileSync(recordPath, 'utf8'));
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) record = parsed as Record<string, string>;
+  } catch {
+    record = {};
+  }
+  let changed = false;
+  for (const [template, stage] of Object.entries(publish)) {
+    const rel = template.replaceAll('{profile}', profile);
+    const src = currentOutputs(ws, profile, stage);
+    if (src === null || !existsSync(src)) continue;
+    const digest = basename(realpathSync(src));
+    const dest = join(ws.workdir, rel);
+    if (record[rel] === digest && existsSync(dest)) continue;
+    if (existsSync(dest) && record[rel] === undefined && readdirSync(dest).length > 0) {
+      note(`not publishing ${rel}: it exists and was not published by ternforge`);
+      continue;
+    }
+    mkdirSync(dirname(dest), { recursive: true });
+    const tmp = `${dest}.tmp-${randomSuffix()}`;
+    try {
+      for (const f of filesUnder(src)) {
+        if (f === EVIDENCE_FILE) continue;
+        mkdirSync(dirname(join(tmp, f)), { recursive: true });
+        try {
+          linkSync(join(src, f), join(tmp, f));
+        } catch {
+          copyFileSync(join(src, f), join(tmp, f)); // another file system: copy
+        }
+      }
+      const old = `${dest}.old-${randomSuffix()}`;
+      if (existsSync(dest)) renameSync(dest, old);
+      renameSync(tmp, dest);
+      rmSync(old, { recursive: true, force: true });
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+    record[rel] = digest;
+    changed = true;
+    note(`published ${rel} (${stage} outputs ${digest.slice(0, 12)})`);
+  }
+  if (changed) writeFileAtomicSync(recordPath, `${JSON.stringify(record, null, 2)}\n`);
+}

@@ -72,7 +72,7 @@ const params = {
   seed: 0,
   calibration: { seq_len: 256, sequences: 32, batch_size: 8 },
   allocation: { target_fraction: 0.955, min_relative_score: 2.0 },
-  gptq: { actorder: true, percdamp: 0.01, blocksize: 128 },
+  gptq: { actorder: true, percdamp: 0.1, blocksize: 128 },
   kd: { steps: kdSteps, lr: 1e-2, scale_lr: 2e-4, temperature: 1.0, hidden_mse: 0.0, batch_size: 4, seq_len: 128, checkpoint_every: 20 },
 };
 const qcfg = join(work, 'bench-quantize.json');

@@ -8,13 +8,13 @@
  * Uncached: it measures a live server, which its declared inputs do not fully decide.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prettyJson } from '../engine/digest.ts';
 import { err, ok, type Result } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
-import { questionFiles, loadQuestionSets } from '../lib/eval/questions.ts';
+import { loadQuestionSets } from '../lib/eval/questions.ts';
 import { runEval, type EvalReport } from '../lib/eval/run.ts';
 import { formatTable } from '../lib/eval/score.ts';
 import { requestFieldMeasure, sweep } from '../lib/eval/sweep.ts';
@@ -26,14 +26,14 @@ export const stage = defineStage<EvalParams>({
   summary: 'Score benchmark-style questions against the served model, normalised like the grader',
   code: ['stages/eval.ts', 'lib/eval', 'lib/smoke/smoke.ts'],
   schema: 'schemas/stages/eval.schema.json',
-  inputs: (p) => [...(p.sets ?? []), ...(p.sweep?.sets ?? [])],
+  inputs: (p, root) => [...evalSetPaths(p, root), ...(p.sweep === undefined ? [] : sweepSetPaths(p, root))],
   tools: ['node', 'python', 'torch'],
   outputs: 'uncached',
   async run(ctx) {
     const p = ctx.params;
-    const sets = await loadQuestionSets(p.sets ?? (await questionFiles(join(ctx.root, 'data/eval'))), ctx.root);
+    const sets = await loadQuestionSets(evalSetPaths(p, ctx.root), ctx.root);
     if (!sets.ok) return sets;
-    const sweepSets = p.sweep === undefined ? null : await loadQuestionSets(p.sweep.sets ?? (await questionFiles(join(ctx.root, 'data/selection'))), ctx.root);
+    const sweepSets = p.sweep === undefined ? null : await loadQuestionSets(sweepSetPaths(p, ctx.root), ctx.root);
     if (sweepSets !== null && !sweepSets.ok) return sweepSets;
 
     const scratch = mkdtempSync(join(tmpdir(), 'ternforge-eval-'));
@@ -85,6 +85,17 @@ export const stage = defineStage<EvalParams>({
     }
   },
 });
+
+/** Repository-relative question set files: the profile's, or every `*.json` in the default directory. */
+function jsonFilesIn(root: string, dir: string): string[] {
+  return readdirSync(join(root, dir)).filter((f) => f.endsWith('.json')).sort().map((f) => `${dir}/${f}`);
+}
+function evalSetPaths(p: EvalParams, root: string): string[] {
+  return p.sets ?? jsonFilesIn(root, 'data/eval');
+}
+function sweepSetPaths(p: EvalParams, root: string): string[] {
+  return p.sweep?.sets ?? jsonFilesIn(root, 'data/selection');
+}
 
 /** The emitted server on its own process group, offline, writing nothing into the emitted directory. */
 function startServer(python: string, submission: string, port: number, scratch: string): ChildProcess {

@@ -14,9 +14,10 @@ import traceback
 from .events import emit, log
 
 COMMANDS: dict[str, str] = {
-    # "gen-tiny": "ternforge.sources.tiny:main",
     "fetch-model": "ternforge.sources.fetch:main",
     "quantize": "ternforge.quant.run:main",
+    "fetch-calib": "ternforge.calib.fetch:main",
+    "quality": "ternforge.quality:main",
 }
 
 

@@ -24,6 +24,10 @@ CLOSING_PHRASE = ("\n\nConsidering the limited time, I have to give the solution
 FALLBACK_CONTENT = "I could not produce an answer in the time available."
 
 
+#: Below this many tokens left for the answer, the closing phrase shrinks to the bare `</think>` marker.
+MIN_ANSWER_TOKENS = 16
+
+
 def _log(msg: str) -> None:
     sys.stderr.write(f"[controller] {msg}\n")
     sys.stderr.flush()
@@ -142,6 +146,8 @@ class ReasoningController:
         # Markup the answer never shows: a stray <think> or </think> after the thinking is dropped from content.
         self.think_marks = frozenset(t for t in (self._token_id("<think>"), self.think_end) if t is not None)
         self.closing_ids = tokenizer.encode(cfg.closing_phrase, add_special_tokens=False)
+        # When max_tokens leaves no room for the phrase, close with the bare marker so the answer still fits.
+        self.short_closing_ids = tokenizer.encode("\n</think>\n\n", add_special_tokens=False)
         self.eos_ids = self._eos_ids()
 
     def _token_id(self, text: str) -> int | None:
@@ -231,8 +237,11 @@ class ReasoningController:
         if need_answer_phase:
             ids = list(prompt_ids)
             if thinking:
-                ids += reasoning_ids + self.closing_ids
-                used += len(self.closing_ids)
+                closing = self.closing_ids
+                if max_tokens - used - len(closing) < MIN_ANSWER_TOKENS:
+                    closing = self.short_closing_ids
+                ids += reasoning_ids + closing
+                used += len(closing)
             remaining = max_tokens - used
             if remaining > 0 and time.monotonic() < deadline:
                 stream = self.engine.generate(ids, remaining, self.eos_ids, deadline, sampling)

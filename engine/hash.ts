@@ -50,8 +50,14 @@ function nowNs(): bigint {
   return BigInt(Date.now()) * 1_000_000n;
 }
 
-function sameStat(e: CacheEntry, st: BigIntStats): boolean {
-  return e.dev === String(st.dev) && e.ino === String(st.ino) && e.size === String(st.size) && e.mtimeNs === String(st.mtimeNs) && e.ctimeNs === String(st.ctimeNs);
+/**
+ * Whether a cache entry still describes the file. `ctime` is compared except inside the content store
+ * (`ignoreCtime`): store files are never written after they are committed, but every hard link a later
+ * stage makes to them (emit, report, the published dist/ tree) bumps their ctime, which would otherwise
+ * rehash every linked file on every run.
+ */
+function sameStat(e: CacheEntry, st: BigIntStats, ignoreCtime = false): boolean {
+  return e.dev === String(st.dev) && e.ino === String(st.ino) && e.size === String(st.size) && e.mtimeNs === String(st.mtimeNs) && (ignoreCtime || e.ctimeNs === String(st.ctimeNs));
 }
 
 /** The code each pool thread runs (plain CommonJS, so it needs no TypeScript loader). */
@@ -157,8 +163,12 @@ export class FileHasher {
   /** Progress line on stderr while big files are hashed (only when stderr is a terminal). */
   readonly #progress: { total: number; done: number; files: number; shown: boolean };
 
-  constructor(cachePath: string, schemas: SchemaSet, poolSize = availableParallelism()) {
+  /** Directory prefix of the immutable content store (see sameStat). */
+  readonly #storePrefix: string | undefined;
+
+  constructor(cachePath: string, schemas: SchemaSet, poolSize = availableParallelism(), storeDir?: string) {
     this.#cachePath = cachePath;
+    this.#storePrefix = storeDir === undefined ? undefined : storeDir.endsWith('/') ? storeDir : `${storeDir}/`;
     const read = readJsonFile<HashCache>(cachePath, schemas, ENGINE_SCHEMAS.hashCache);
     // A corrupt cache is only a cache: start empty (and overwrite it on save).
     this.#entries = read.ok && read.value !== null ? read.value.entries : {};
@@ -184,7 +194,8 @@ export class FileHasher {
   async #hash(path: string): Promise<FileDigest> {
     const st = statSync(path, { bigint: true });
     const hit = this.#entries[path];
-    if (hit !== undefined && sameStat(hit, st) && st.mtimeNs < BigInt(hit.hashedAtNs) - RACY_MARGIN_NS) {
+    const inStore = this.#storePrefix !== undefined && path.startsWith(this.#storePrefix);
+    if (hit !== undefined && sameStat(hit, st, inStore) && st.mtimeNs < BigInt(hit.hashedAtNs) - RACY_MARGIN_NS) {
       this.stats.cachedFiles++;
       return { sha256: hit.sha256 as FileSha256, size: Number(st.size) };
     }

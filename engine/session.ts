@@ -58,7 +58,7 @@ export class Session {
     this.profile = profile;
     this.schemas = schemas;
     this.lock = lock;
-    this.hasher = new FileHasher(this.ws.hashCache, schemas);
+    this.hasher = new FileHasher(this.ws.hashCache, schemas, undefined, this.ws.storeRoot);
     this.runCache = new RunCache(this.ws, schemas);
     this.venv = venvDir(o.workdir);
   }

@@ -40,8 +40,12 @@ export class Workspace {
   get runLock(): string {
     return join(this.dir, 'run.lock');
   }
+  /** The content store: committed outputs, never written again (only linked, renamed or deleted by gc). */
+  get storeRoot(): string {
+    return join(this.dir, 'store');
+  }
   storeDir(stage: string, digest: string): string {
-    return join(this.dir, 'store', stage, digest);
+    return join(this.storeRoot, stage, digest);
   }
   placeDir(profile: string, stage: string): string {
     return join(this.dir, profile, stage);

@@ -166,12 +166,18 @@ describe('gate logic against a fake server', () => {
 
 describe('the real tiny submission', () => {
   test('smoke-serve runs serve.sh offline and passes gates 4-6', { timeout: 900_000 }, async () => {
-    // $TERNFORGE_EMIT_TEST_WORKDIR: smoke an already emitted tiny submission directly (quick reruns).
-    const given = process.env.TERNFORGE_EMIT_TEST_WORKDIR;
+    // $TERNFORGE_TINY_BUILD (the suite's shared build, test/global-setup.ts): smoke-serve already ran there
+    // through the real CLI; check what it wrote. $TERNFORGE_EMIT_TEST_WORKDIR alone: smoke that emitted
+    // submission directly. Neither: build and smoke here.
+    const built = process.env.TERNFORGE_TINY_BUILD;
+    const given = built ?? process.env.TERNFORGE_EMIT_TEST_WORKDIR;
     const workdir = given ?? scratch();
     let r: SmokeReport;
     let out: string | undefined;
-    if (given !== undefined) {
+    if (built !== undefined) {
+      out = join(workdir, '.ternforge', 'tiny', 'smoke-serve', 'outputs');
+      r = JSON.parse(readFileSync(join(out, 'smoke.json'), 'utf8')) as SmokeReport;
+    } else if (given !== undefined) {
       const got = await runSmoke({ submission: join(workdir, '.ternforge', 'tiny', 'emit', 'outputs'), scratch: scratch(), maxTokens: 64, concurrency: 16, deadlineS: 300, startupLimitS: 300, requireStop: false, namespace: 'auto', ...(pythonDir !== undefined ? { pythonDir } : {}) });
       if (!got.ok) throw new Error(got.error);
       r = got.value;

@@ -7,8 +7,9 @@ import { failureEvent } from './fetch-model.ts';
 /**
  * quantize: the fetched checkpoint to the quantize -> pack interchange (DESIGN.md section 2):
  *   <out>/index.json, <out>/interchange-0000K-of-0000N.safetensors, <out>/quantize_report.json
- * The work is the Python worker command `quantize` (python/ternforge/quant/); the method is a table lookup
- * there, so this stage does not change when methods are added.
+ * The work is the Python worker command `quantize` (python/ternforge/quant/): `absmean` per tensor, or a
+ * model-level method (`none`, `twn`, `gptq`, `gptq+kd`: float budget plan from calibration sensitivity,
+ * sequential GPTQ, distillation) that reads fetch-calib's calibration tokens.
  */
 export const stage = defineStage<QuantizeParams>({
   name: 'quantize',
@@ -20,6 +21,9 @@ export const stage = defineStage<QuantizeParams>({
     'python/ternforge/events.py',
     'python/ternforge/quant',
     'python/ternforge/sources/checkpoint.py',
+    'python/ternforge/calib/tokens.py',
+    'python/ternforge_server/loader.py',
+    'python/ternforge_server/packing.py',
   ],
   schema: 'schemas/stages/quantize.schema.json',
   tools: ['python', 'torch'],
@@ -29,6 +33,10 @@ export const stage = defineStage<QuantizeParams>({
       ...ctx.params,
       model_dir: join(fetched, 'model'),
       source_json: join(fetched, 'source.json'),
+      calib_dir: ctx.upstream('fetch-calib'),
+      // Distillation checkpoints outlive the temp output dir (an interrupted run resumes), keyed by the
+      // stage key so a run with other inputs never resumes from them.
+      work_dir: join(ctx.workdir, '.ternforge', ctx.profile, 'quantize-work', ctx.key.slice(0, 16)),
       out_dir: ctx.out,
     });
     if (!result.ok) return result;

@@ -5,9 +5,9 @@
  */
 export interface QuantizeParams {
   /**
-   * A key of python/ternforge/quant/methods.py METHODS (absmean; later twn, gptq, gptq+kd).
+   * absmean (data-free, per tensor); none (float build, the baseline); twn (data-free threshold + searched scale); gptq (calibrated, sequential); gptq+kd (GPTQ then distillation from the full-precision teacher).
    */
-  method: string;
+  method: 'absmean' | 'none' | 'twn' | 'gptq' | 'gptq+kd';
   /**
    * Consecutive weights along `in` sharing one F32 scale; must divide every ternary row length.
    */
@@ -20,4 +20,60 @@ export interface QuantizeParams {
    * Size cap of each interchange safetensors file.
    */
   max_file_bytes?: number;
+  /**
+   * Seed of every random choice (calibration sampling, distillation batches).
+   */
+  seed?: number;
+  /**
+   * cpu, cuda, cuda:N or auto.
+   */
+  device?: string;
+  /**
+   * Compute dtype for the model-level methods (float32, bfloat16, auto).
+   */
+  dtype?: string;
+  /**
+   * Calibration batches drawn from fetch-calib's calibration tokens.
+   */
+  calibration?: {
+    seq_len?: number;
+    sequences?: number;
+    batch_size?: number;
+  };
+  /**
+   * Float budget: which further tensors stay float, by measured sensitivity.
+   */
+  allocation?: {
+    target_fraction?: number;
+    min_relative_score?: number;
+    /**
+     * Measure per-tensor sensitivity on calibration data to choose the extra float tensors.
+     */
+    sensitivity?: boolean;
+  };
+  /**
+   * GPTQ settings (names as in gptq.py).
+   */
+  gptq?: {
+    blocksize?: number;
+    percdamp?: number;
+    actorder?: boolean;
+    scale_search?: boolean;
+  };
+  /**
+   * Distillation settings.
+   */
+  kd?: {
+    steps?: number;
+    lr?: number;
+    scale_lr?: number;
+    weight_decay?: number;
+    temperature?: number;
+    hidden_mse?: number;
+    batch_size?: number;
+    seq_len?: number;
+    sequences?: number;
+    checkpoint_every?: number;
+    grad_clip?: number;
+  };
 }

@@ -173,6 +173,10 @@ def _check_codes(t: PlannedTensor, T: torch.Tensor, scale: torch.Tensor) -> None
 
 
 def main(config: dict[str, Any]) -> dict[str, Any]:
+    from .capture import MODEL_METHODS, quantize_model  # model-level methods: calibration, GPTQ, KD
+
+    if str(config.get("method")) in MODEL_METHODS:
+        return quantize_model(config)
     model_dir = Path(config["model_dir"])
     source_json = Path(config.get("source_json") or model_dir.parent / "source.json")
     origin = json.loads(source_json.read_text(encoding="utf-8"))["origin"] if source_json.exists() else {}

@@ -8,19 +8,9 @@
  */
 import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { listFiles } from './files.ts';
 import { randomSuffix, writeFileAtomicSync } from './fs-atomic.ts';
 import { currentOutputs, EVIDENCE_FILE, type Workspace } from './store.ts';
-
-/** Every file under `dir`, relative, sorted. */
-function filesUnder(dir: string, prefix = ''): string[] {
-  const out: string[] = [];
-  for (const e of readdirSync(join(dir, prefix), { withFileTypes: true })) {
-    const rel = prefix === '' ? e.name : `${prefix}/${e.name}`;
-    if (e.isDirectory()) out.push(...filesUnder(dir, rel));
-    else out.push(rel);
-  }
-  return out.sort();
-}
 
 export function refreshPublished(ws: Workspace, profile: string, publish: Readonly<Record<string, string>>, note: (line: string) => void): void {
   const recordPath = join(ws.workdir, '.ternforge', profile, 'published.json');
@@ -46,7 +36,7 @@ export function refreshPublished(ws: Workspace, profile: string, publish: Readon
     mkdirSync(dirname(dest), { recursive: true });
     const tmp = `${dest}.tmp-${randomSuffix()}`;
     try {
-      for (const f of filesUnder(src)) {
+      for (const f of listFiles(src)) {
         if (f === EVIDENCE_FILE) continue;
         mkdirSync(dirname(join(tmp, f)), { recursive: true });
         try {

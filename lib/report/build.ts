@@ -4,8 +4,8 @@
  * records do not chain, when the provenance proof fails, when a cited anchor is missing, or when a rule's
  * check is contradicted by the evidence.
  */
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { prettyJson } from '../../engine/digest.ts';
 import type { Failure } from '../../engine/failure.ts';
 import type { Graph } from '../../engine/graph.ts';
@@ -45,19 +45,8 @@ export interface ReportSummary {
   citations: number;
 }
 
-/** Every regular file under `dir`, relative, sorted. */
-export function listTree(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string): void => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      const p = join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else out.push(relative(dir, p));
-    }
-  };
-  walk(dir);
-  return out.sort();
-}
+export { listFiles as listTree } from '../../engine/files.ts';
+import { listFiles as listTree } from '../../engine/files.ts';
 
 /** The graph as it ran: each record's key names its direct upstreams (pipeline.ts's declared edges). */
 export function graphFromRecords(evidence: readonly StageEvidence[], self: string, selfNeeds: readonly string[]): Graph {

@@ -8,8 +8,9 @@
  * says so and is neither passed nor failed (`passed: null`); a check whose evidence contradicts the rule
  * fails the report.
  */
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { listFiles } from '../../engine/files.ts';
 import { resolveAnchors, type Anchor, type Citation, type MissingAnchor } from './citations.ts';
 import { EVIDENCE_PATHS } from './layout.ts';
 import type { ProvenanceProof } from './provenance.ts';
@@ -80,18 +81,7 @@ function readJson(path: string): unknown | null {
 }
 
 function filesUnder(root: string, dir: string): string[] {
-  const abs = join(root, dir);
-  if (!existsSync(abs)) return [];
-  const out: string[] = [];
-  const walk = (d: string): void => {
-    for (const e of readdirSync(d).sort()) {
-      const p = join(d, e);
-      if (statSync(p).isDirectory()) walk(p);
-      else out.push(relative(root, p));
-    }
-  };
-  walk(abs);
-  return out;
+  return existsSync(join(root, dir)) ? listFiles(join(root, dir)).map((f) => `${dir}/${f}`) : [];
 }
 
 type Manifest = { base_model?: string; revision?: string; shards?: Array<{ file: string; sha256: string; size: number }>; tensors?: Record<string, { encoding: string; exempt?: boolean; codes_key?: string; scale_key?: string; data_key?: string }> };

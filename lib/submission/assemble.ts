@@ -40,19 +40,8 @@ export interface AssemblyStats {
   linkedBytes: number;
 }
 
-/** Every regular file under `dir`, relative, sorted (`/`-separated). */
-export function listFiles(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string): void => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      const p = join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else out.push(relative(dir, p));
-    }
-  };
-  walk(dir);
-  return out.sort();
-}
+export { listFiles } from '../../engine/files.ts';
+import { listFiles } from '../../engine/files.ts';
 
 /** The file list a submission assembled from these sources must have, exactly. */
 export function expectedFiles(src: AssemblySources, manifest: QuantizationManifest, wheelFiles: readonly string[]): string[] {

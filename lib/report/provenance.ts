@@ -16,7 +16,7 @@
  *     emit's ancestors; none of them may hold evaluation data (step 2), and `selection` data is held to
  *     the same classification as calibration data (step 1).
  */
-import type { Graph } from '../../engine/graph.ts';
+import { upstreamClosure, type Graph } from '../../engine/graph.ts';
 
 /** The four roles of DESIGN.md section 3. */
 export const ROLES = ['calibration', 'heldout', 'selection', 'evaluation'] as const;
@@ -116,17 +116,7 @@ export function pathBetween(graph: Graph, from: string, to: string): string[] | 
 
 /** `target` and every stage it transitively needs, in topological order. */
 export function ancestry(graph: Graph, target: string): string[] {
-  const want = new Set<string>([target]);
-  const add = (n: string): void => {
-    for (const up of graph.needs.get(n) ?? []) {
-      if (!want.has(up)) {
-        want.add(up);
-        add(up);
-      }
-    }
-  };
-  add(target);
-  return graph.order.filter((n) => want.has(n));
+  return upstreamClosure(graph, [target]);
 }
 
 /** Parse the data manifest's `sources` loosely: the fields the proof needs, each checked. */

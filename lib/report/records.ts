@@ -7,7 +7,7 @@
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { engineSchemaSet, ENGINE_SCHEMAS } from '../../engine/json-io.ts';
-import type { Graph } from '../../engine/graph.ts';
+import { upstreamClosure, type Graph } from '../../engine/graph.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { EvidenceRecord } from '../../schemas/generated/evidence-record.ts';
 
@@ -41,17 +41,7 @@ export function recordPath(workdir: string, profile: string, stage: string): str
 
 /** Every stage upstream of `target` (transitively), in topological order, without `target` itself. */
 export function upstreamStages(graph: Graph, target: string): string[] {
-  const want = new Set<string>();
-  const add = (n: string): void => {
-    for (const up of graph.needs.get(n) ?? []) {
-      if (!want.has(up)) {
-        want.add(up);
-        add(up);
-      }
-    }
-  };
-  add(target);
-  return graph.order.filter((n) => want.has(n));
+  return upstreamClosure(graph, [target]).filter((n) => n !== target);
 }
 
 /**

@@ -6,9 +6,9 @@
  * destination and swapped in by rename. Which output digest each destination mirrors is recorded in
  * `.ternforge/<profile>/published.json`; a destination that is not recorded there is never replaced.
  */
-import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { listFiles } from './files.ts';
+import { linkOrCopy, listFiles } from './files.ts';
 import { randomSuffix, writeFileAtomicSync } from './fs-atomic.ts';
 import { currentOutputs, EVIDENCE_FILE, type Workspace } from './store.ts';
 
@@ -39,11 +39,7 @@ export function refreshPublished(ws: Workspace, profile: string, publish: Readon
       for (const f of listFiles(src)) {
         if (f === EVIDENCE_FILE) continue;
         mkdirSync(dirname(join(tmp, f)), { recursive: true });
-        try {
-          linkSync(join(src, f), join(tmp, f));
-        } catch {
-          copyFileSync(join(src, f), join(tmp, f)); // another file system: copy
-        }
+        linkOrCopy(join(src, f), join(tmp, f));
       }
       const old = `${dest}.old-${randomSuffix()}`;
       if (existsSync(dest)) renameSync(dest, old);

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { SchemaSet } from '../engine/json-io.ts';
-import { listFiles } from '../lib/submission/assemble.ts';
+import { listFiles } from '../engine/files.ts';
 import type { Architecture } from '../schemas/generated/architecture.ts';
 import type { WheelsRecord } from '../schemas/generated/wheels-record.ts';
 

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { SchemaSet } from '../engine/json-io.ts';
 import { checkInstaller, checkRecord, checkResolver, proveOfflineInstall } from '../lib/submission/wheel-proof.ts';
-import { linkOrCopy, resolveLock, sha256File, type WheelTarget } from '../lib/submission/wheels.ts';
+import { linkOrCopy } from '../engine/files.ts';
+import { resolveLock, sha256File, type WheelTarget } from '../lib/submission/wheels.ts';
 import type { WheelsRecord } from '../schemas/generated/wheels-record.ts';
 
 const root = join(import.meta.dirname, '..');

@@ -11,7 +11,7 @@ import type { Failure } from '../../engine/failure.ts';
 import type { Graph } from '../../engine/graph.ts';
 import { SchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
-import { linkOrCopy } from '../submission/wheels.ts';
+import { linkOrCopy, listFiles as listTree } from '../../engine/files.ts';
 import { buildGuide } from './guide.ts';
 import { renderGuide } from './guide-md.ts';
 import { renderHtml } from './html.ts';
@@ -45,8 +45,6 @@ export interface ReportSummary {
   citations: number;
 }
 
-export { listFiles as listTree } from '../../engine/files.ts';
-import { listFiles as listTree } from '../../engine/files.ts';
 
 /** The graph as it ran: each record's key names its direct upstreams (pipeline.ts's declared edges). */
 export function graphFromRecords(evidence: readonly StageEvidence[], self: string, selfNeeds: readonly string[]): Graph {

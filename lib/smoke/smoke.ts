@@ -13,8 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { SmokeReport } from '../../schemas/generated/smoke-report.ts';
 import { exec } from '../submission/exec.ts';
-import { linkOrCopy } from '../submission/wheels.ts';
-import { listFiles } from '../submission/assemble.ts';
+import { linkOrCopy, listFiles } from '../../engine/files.ts';
 import type { RunnerConfig, RunnerResult } from './runner.ts';
 
 export interface SmokeOptions {

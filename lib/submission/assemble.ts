@@ -12,7 +12,7 @@ import { err, ok, type Result } from '../../engine/result.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { architectureFor } from './architecture.ts';
 import { ARCHITECTURE, EVIDENCE_DIR, EVIDENCE_FILES, isServerCodeFile, MANIFEST, MODEL_FILES, REQUIREMENTS, SERVE_SH, SERVER_DIR, SERVER_PACKAGE, WEIGHTS_DIR, WHEELS_DIR, WHEELS_LOCK } from './layout.ts';
-import { linkOrCopy } from './wheels.ts';
+import { linkOrCopy, listFiles } from '../../engine/files.ts';
 
 /** Where each part comes from. */
 export interface AssemblySources {
@@ -40,8 +40,6 @@ export interface AssemblyStats {
   linkedBytes: number;
 }
 
-export { listFiles } from '../../engine/files.ts';
-import { listFiles } from '../../engine/files.ts';
 
 /** The file list a submission assembled from these sources must have, exactly. */
 export function expectedFiles(src: AssemblySources, manifest: QuantizationManifest, wheelFiles: readonly string[]): string[] {

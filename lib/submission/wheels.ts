@@ -8,9 +8,10 @@
  *     --cache hit, or pip download --no-deps--> <cache>/<target>/<wheel> --link--> wheels/<wheel>
  */
 import { createHash } from 'node:crypto';
-import { constants, copyFileSync, createReadStream, existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createReadStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { linkOrCopy } from '../../engine/files.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import { exec, tail, type ExecOutput } from './exec.ts';
 
@@ -172,19 +173,6 @@ export function sha256File(path: string): Promise<string> {
       .on('error', rej)
       .on('end', () => res(h.digest('hex')));
   });
-}
-
-/** Hard-link `src` to `dst`, copying when the file system refuses a link. Returns how. */
-export function linkOrCopy(src: string, dst: string): 'linked' | 'copied' {
-  try {
-    linkSync(src, dst);
-    return 'linked';
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code !== 'EXDEV' && code !== 'EPERM' && code !== 'EMLINK' && code !== 'ENOTSUP') throw e;
-    copyFileSync(src, dst, constants.COPYFILE_FICLONE);
-    return 'copied';
-  }
 }
 
 /** The resolver's command line for a target (shared by the online resolve and the offline proof). */

@@ -18,13 +18,14 @@ import { loadQuestionSets } from '../lib/eval/questions.ts';
 import { runEval, type EvalReport } from '../lib/eval/run.ts';
 import { formatTable } from '../lib/eval/score.ts';
 import { requestFieldMeasure, sweep } from '../lib/eval/sweep.ts';
+import { stopGroup } from '../lib/smoke/runner.ts';
 import { freePort } from '../lib/smoke/smoke.ts';
 import type { EvalParams } from '../schemas/generated/eval.ts';
 
 export const stage = defineStage<EvalParams>({
   name: 'eval',
   summary: 'Score benchmark-style questions against the served model, normalised like the grader',
-  code: ['stages/eval.ts', 'lib/eval', 'lib/smoke/smoke.ts'],
+  code: ['stages/eval.ts', 'lib/eval', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts'],
   schema: 'schemas/stages/eval.schema.json',
   inputs: (p, root) => [...evalSetPaths(p, root), ...(p.sweep === undefined ? [] : sweepSetPaths(p, root))],
   tools: ['node', 'python', 'torch'],
@@ -80,7 +81,7 @@ export const stage = defineStage<EvalParams>({
       for (const line of table.split('\n')) ctx.log(line);
       return ok({ summary: { meanScore: report.table.meanScore, rows: report.table.rows.length, questions: report.questions.length } });
     } finally {
-      await stopServer(server);
+      if (server.pid !== undefined) await stopGroup(server.pid, () => server.exitCode !== null || server.signalCode !== null);
       rmSync(scratch, { recursive: true, force: true });
     }
   },
@@ -125,21 +126,4 @@ async function waitHealthy(baseUrl: string, limitMs: number, server: ChildProces
     await new Promise((r) => setTimeout(r, 250));
   }
   return { ok: false, error: `/health did not answer 200 within ${limitMs / 1000} s` };
-}
-
-/** SIGTERM the server's process group, SIGKILL after 10 s. */
-async function stopServer(server: ChildProcess): Promise<void> {
-  if (server.pid === undefined || server.exitCode !== null || server.signalCode !== null) return;
-  const exited = new Promise<void>((r) => server.once('exit', () => r()));
-  const kill = (sig: NodeJS.Signals): void => {
-    try {
-      process.kill(-server.pid!, sig);
-    } catch {
-      /* already gone */
-    }
-  };
-  kill('SIGTERM');
-  const timer = setTimeout(() => kill('SIGKILL'), 10_000);
-  await exited;
-  clearTimeout(timer);
 }

@@ -10,7 +10,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash, randomFillSync } from 'node:crypto';
-import { closeSync, cpSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, cpSync, fsyncSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -53,6 +53,8 @@ try {
       chunk.writeUInt32LE(c, 4);
       writeSync(fd, chunk);
     }
+    // Flushed now, so that the timed hashing does not share the cores with the kernel writing 4 GiB back.
+    fsyncSync(fd);
     closeSync(fd);
     inputs.push(path);
   }

@@ -10,19 +10,22 @@
  *   3. python -m ternforge.quality bench-measure: every packed model through ternforge_server.loader, one
  *      pass over the held-out sequences against one full-precision reference
  *
+ * Parameters: the quantize section of profiles/smol.json (calibration, allocation, GPTQ, distillation).
  * Env: TERNFORGE_SMOL_MODEL_DIR (a fetch-model `model/` of smol; default .ternforge/smol/fetch-model/model,
  * else fetched into the work dir), BENCH_KD_STEPS, BENCH_GROUP_SIZE, BENCH_WORK (default .ternforge/bench/quality).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { QuantizeParams } from '../schemas/generated/quantize.ts';
 
 const root = join(import.meta.dirname, '..');
 const python = join(root, '.ternforge', 'venv', 'bin', 'python');
 const tsx = join(root, 'node_modules', '.bin', 'tsx');
 const work = process.env['BENCH_WORK'] ?? join(root, '.ternforge', 'bench', 'quality');
-const groupSize = Number(process.env['BENCH_GROUP_SIZE'] ?? 32);
-const kdSteps = Number(process.env['BENCH_KD_STEPS'] ?? 60);
+const profileQuantize = (JSON.parse(readFileSync(join(root, 'profiles', 'smol.json'), 'utf8')) as { stages: { quantize: QuantizeParams } }).stages.quantize;
+const groupSize = Number(process.env['BENCH_GROUP_SIZE'] ?? profileQuantize.group_size);
+const kdSteps = Number(process.env['BENCH_KD_STEPS'] ?? profileQuantize.kd?.steps ?? 60);
 const methods = ['absmean', 'twn', 'gptq', 'gptq+kd'] as const;
 
 interface Step {
@@ -67,14 +70,9 @@ mkdirSync(work, { recursive: true });
 const modelDir = smolModelDir();
 const profile = JSON.parse(readFileSync(join(root, 'profiles', 'smol.json'), 'utf8')) as { stages: Record<string, { sources?: unknown }> };
 const calibDir = join(work, 'calib');
-const params = {
-  group_size: groupSize,
-  seed: 0,
-  calibration: { seq_len: 256, sequences: 32, batch_size: 8 },
-  allocation: { target_fraction: 0.955, min_relative_score: 2.0 },
-  gptq: { actorder: true, percdamp: 0.1, blocksize: 128 },
-  kd: { steps: kdSteps, lr: 1e-2, scale_lr: 2e-4, temperature: 1.0, hidden_mse: 0.0, batch_size: 4, seq_len: 128, checkpoint_every: 20 },
-};
+// The smol profile's own quantize section (what `tsx pipeline.ts all --profile smol` builds), so the GPTQ+KD row
+// is the pipeline's model; BENCH_GROUP_SIZE and BENCH_KD_STEPS override it.
+const params = { ...profileQuantize, group_size: groupSize, kd: { ...profileQuantize.kd, steps: kdSteps } };
 const qcfg = join(work, 'bench-quantize.json');
 writeFileSync(qcfg, JSON.stringify({ work, model_dir: modelDir, calib_dir: calibDir, calib_sources: profile.stages['fetch-calib']?.sources, params, base_model: 'HuggingFaceTB/SmolLM2-135M-Instruct' }));
 run('quantize: absmean, twn, gptq, gptq+kd', python, ['-m', 'ternforge.quality', 'bench-quantize', qcfg, join(work, 'quantize-result.json')]);

@@ -237,3 +237,43 @@ describe('verify <dir>', () => {
     expect(r2.status).toBe(1);
   });
 });
+
+describe('the shard scanner', () => {
+  it('finds the first code 3 of each range, in SIMD blocks, across chunk boundaries and in tails', async () => {
+    const { ShardScanner } = await import('../lib/audit/scan.ts');
+    const { createHash } = await import('node:crypto');
+    const d = await mkdtemp(join(tmpdir(), 'tf-scan-'));
+    const scanner = new ShardScanner();
+    try {
+      const size = 9 * 2 ** 20 + 77; // three 4 MiB chunks, the last partial
+      const bytes = Buffer.alloc(size, 0b10_01_00_10); // valid codes everywhere
+      const ranges = [
+        { tensor: 'a', begin: 5, end: 4 * 2 ** 20 + 1000 }, // crosses the first chunk boundary
+        { tensor: 'b', begin: 4 * 2 ** 20 + 1000, end: 8 * 2 ** 20 + 3 }, // crosses the second
+        { tensor: 'c', begin: 8 * 2 ** 20 + 3, end: size - 2 }, // ends in a tail shorter than a SIMD block
+      ];
+      const path = join(d, 'shard.bin');
+      await writeFile(path, bytes);
+      const clean = await scanner.scan(path, ranges);
+      expect(clean).toMatchObject({ size, invalid: [], sha256: createHash('sha256').update(bytes).digest('hex') });
+      // One bad byte in a's second chunk part, two in b (the first one wins), one in c's last bytes.
+      const bad: Array<[number, number]> = [[4 * 2 ** 20 + 7, 0b11_00_00_00], [4 * 2 ** 20 + 1000 + 64 * 1000 + 9, 0b00_00_11_00], [8 * 2 ** 20 - 1, 0b11], [size - 3, 0b00_11_00_00]];
+      for (const [at, v] of bad) bytes[at] = v;
+      await writeFile(path, bytes);
+      const found = await scanner.scan(path, ranges);
+      expect(found.invalid).toEqual([
+        { tensor: 'a', byte: 4 * 2 ** 20 + 7 - 5, value: 0b11_00_00_00 },
+        { tensor: 'b', byte: 64 * 1000 + 9, value: 0b00_00_11_00 },
+        { tensor: 'c', byte: size - 3 - (8 * 2 ** 20 + 3), value: 0b00_11_00_00 },
+      ]);
+      // A byte outside every range is not a code: 0xff there is fine.
+      bytes.fill(0b10_01_00_10, 0, size);
+      bytes[2] = 0xff;
+      await writeFile(path, bytes);
+      expect((await scanner.scan(path, ranges)).invalid).toEqual([]);
+    } finally {
+      await scanner.close();
+      await rm(d, { recursive: true, force: true });
+    }
+  });
+});

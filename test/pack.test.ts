@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkGroupSize, packCodes, packInto, unpackCodes, unpackInto } from '../lib/pack/layout.ts';
+import { BLOCK, checkGroupSize, packCodes, packInto, packWords, unpackCodes, unpackInto, unpackWords } from '../lib/pack/layout.ts';
 import { packInterchange } from '../lib/pack/pack-interchange.ts';
+import { generateAll as generateWasm } from '../scripts/gen-wasm.ts';
 import { openSafetensors } from '../lib/safetensors/reader.ts';
 import type { QuantizationManifest } from '../schemas/generated/manifest.ts';
 import { toyQwenTensors, writeInterchange } from './fixtures/safetensors/generate.ts';
@@ -18,6 +19,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
+
+const bytesOf = (a: Int8Array): Uint8Array => new Uint8Array(a.buffer, a.byteOffset, a.length);
 
 describe('the 2-bit layout', () => {
   it('golden byte: t = [-1, 0, 1, -1] packs to 0x24', () => {
@@ -78,6 +81,41 @@ describe('the 2-bit layout', () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  it('the SIMD kernels agree with the scalar word kernels across block runs, and name the same first bad index', () => {
+    const next = ((): (() => number) => {
+      let x = 12345;
+      return () => ((x = (x * 1103515245 + 12345) >>> 0) >>> 16) % 3;
+    })();
+    const n = 2 * BLOCK + 68; // two whole block runs, a partial 64-code block run, and a 4-code scalar tail
+    const values = new Int8Array(n).map(() => next() - 1);
+    const simd = new Uint8Array(n / 4);
+    const scalar = new Uint8Array(n / 4);
+    expect(packInto(values, simd)).toBe(-1);
+    expect(packWords(values, scalar)).toBe(-1);
+    expect(Buffer.compare(simd, scalar)).toBe(0);
+    const back = new Int8Array(n);
+    const backScalar = new Int8Array(n);
+    expect(unpackInto(simd, back)).toBe(-1);
+    expect(unpackWords(simd, backScalar)).toBe(-1);
+    expect(Buffer.compare(bytesOf(back), bytesOf(values))).toBe(0);
+    expect(Buffer.compare(bytesOf(backScalar), bytesOf(values))).toBe(0);
+    for (const at of [0, BLOCK - 1, BLOCK, 2 * BLOCK + 63, n - 1]) {
+      const bad = new Int8Array(values);
+      bad[at] = at % 2 === 0 ? 2 : -2;
+      expect(packInto(bad, new Uint8Array(n / 4))).toBe(at);
+      const codes = new Uint8Array(simd);
+      const byte = Math.floor(at / 4);
+      codes[byte] = codes[byte]! | (0b11 << (2 * (at % 4)));
+      expect(unpackInto(codes, new Int8Array(n))).toBe(byte);
+    }
+  });
+
+  it('the compiled kernels are not stale (npm run gen:wasm): lib/pack/kernels.wasm.ts, lib/audit/scan.wasm.ts', async () => {
+    const generated = await generateWasm();
+    expect(generated.map((g) => g.path.slice(root.length + 1)).sort()).toEqual(['lib/audit/scan.wasm.ts', 'lib/pack/kernels.wasm.ts']);
+    for (const g of generated) expect(await readFile(g.path, 'utf8'), g.path).toBe(g.text);
   });
 
   it('refuses shapes whose row length is not a multiple of 4', () => {

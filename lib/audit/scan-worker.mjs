@@ -1,14 +1,21 @@
-// The audit's code scanner thread (plain JavaScript so it starts under any loader: tsx, vitest, node).
-// It shares the reader's ring buffer (a SharedArrayBuffer) and, for each job, reports per segment the
-// offset of the first byte holding the invalid code 0b11 in any of its four 2-bit fields, or -1.
-// A byte b holds a 0b11 field exactly when b & (b >> 1) & 0b01010101 is non-zero; on 32-bit words the
-// same test runs on four bytes at once with the mask 0x55555555.
+// An audit thread (plain JavaScript so it starts under any loader: tsx, vitest, node). Jobs:
+//   { op: 'hash', path }          -> { sha256, size } of the whole file
+//   { op: 'scan', path, ranges }  -> { invalid }: per range (sorted [begin, end) byte ranges of packed codes),
+//                                    the first byte holding the invalid code 0b11 in any of its 2-bit fields
+// Both read the file in 256 KiB chunks, used while still in this core's cache. The scan reads straight into
+// the WebAssembly memory of scan.wat, whose SIMD test clears whole 64-byte blocks; a chunk it flags, and the
+// tail, are looked at byte by byte: a byte b holds a 0b11 field exactly when b & (b >> 1) & 0x55 is non-zero.
+import { createHash } from 'node:crypto';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 
-const bytes = new Uint8Array(workerData.buffer);
-const words = new Int32Array(workerData.buffer, 0, workerData.buffer.byteLength >> 2);
+const CHUNK = 256 * 1024;
+const memory = new WebAssembly.Memory({ initial: CHUNK / 65536 });
+const { anyInvalid } = new WebAssembly.Instance(workerData.module, { audit: { memory } }).exports;
+const chunk = new Uint8Array(memory.buffer, 0, CHUNK);
+const hashBuf = Buffer.allocUnsafe(CHUNK);
 
-function firstInvalid(start, end) {
+function firstInvalid(bytes, start, end) {
   for (let i = start; i < end; i++) {
     const b = bytes[i];
     if ((b & (b >>> 1) & 0x55) !== 0) return i;
@@ -16,31 +23,55 @@ function firstInvalid(start, end) {
   return -1;
 }
 
-/** First invalid byte offset in [start, end), or -1. */
-function scan(start, end) {
-  let i = start;
-  const head = Math.min(end, (start + 3) & ~3);
-  if (firstInvalid(i, head) >= 0) return firstInvalid(i, head);
-  i = head;
-  const wEnd = end >> 2;
-  let w = i >> 2;
-  let a = 0, b = 0, c = 0, d = 0;
-  for (; w + 4 <= wEnd; w += 4) {
-    const x = words[w], y = words[w + 1], z = words[w + 2], u = words[w + 3];
-    a |= x & (x >>> 1);
-    b |= y & (y >>> 1);
-    c |= z & (z >>> 1);
-    d |= u & (u >>> 1);
+function hashFile(path) {
+  const h = createHash('sha256');
+  const fd = openSync(path, 'r');
+  let size = 0;
+  try {
+    let n;
+    while ((n = readSync(fd, hashBuf, 0, CHUNK, null)) > 0) {
+      h.update(n === CHUNK ? hashBuf : hashBuf.subarray(0, n));
+      size += n;
+    }
+  } finally {
+    closeSync(fd);
   }
-  for (; w < wEnd; w++) {
-    const x = words[w];
-    a |= x & (x >>> 1);
+  return { sha256: h.digest('hex'), size };
+}
+
+function scanFile(path, ranges) {
+  const invalid = [];
+  const fd = openSync(path, 'r');
+  try {
+    for (const { tensor, begin, end } of ranges) {
+      for (let pos = begin; pos < end; ) {
+        const want = Math.min(CHUNK, end - pos);
+        let got = 0;
+        while (got < want) {
+          const n = readSync(fd, chunk, got, want - got, pos + got);
+          if (n === 0) throw new Error(`${path}: ends at byte ${pos + got}, inside the codes of ${tensor} (to byte ${end})`);
+          got += n;
+        }
+        const bulk = want - (want % 64);
+        const at = (bulk > 0 && anyInvalid(0, bulk) !== 0) ? firstInvalid(chunk, 0, bulk) : firstInvalid(chunk, bulk, want);
+        if (at >= 0) {
+          invalid.push({ tensor, byte: pos + at - begin, value: chunk[at] });
+          break;
+        }
+        pos += want;
+      }
+    }
+  } finally {
+    closeSync(fd);
   }
-  if (((a | b | c | d) & 0x55555555) !== 0) return firstInvalid(i, end);
-  return firstInvalid(Math.max(i, wEnd << 2), end);
+  return { invalid };
 }
 
 parentPort.on('message', (job) => {
-  const found = job.segments.map(([start, end]) => scan(start, end));
-  parentPort.postMessage({ id: job.id, found });
+  try {
+    const result = job.op === 'hash' ? hashFile(job.path) : scanFile(job.path, job.ranges);
+    parentPort.postMessage({ id: job.id, ...result });
+  } catch (e) {
+    parentPort.postMessage({ id: job.id, error: String((e && e.message) || e) });
+  }
 });

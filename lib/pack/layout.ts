@@ -10,12 +10,18 @@
  *
  * Because a row's length is a multiple of 4, packing row-major [out, in] equals packing the flat array, so
  * the kernels below work on flat byte runs (whole rows, or any chunk whose length is a multiple of 4).
- * Both work on 32-bit words (little-endian hosts): pack turns each word of four int8 values into one byte
- * with a few carry-free bit operations, unpack maps each byte to the word of its four int8 values
- * through a 256-entry table. The Python reader is python/ternforge_server/packing.py.
+ *
+ * `packInto` / `unpackInto` run whole 64-code blocks through WebAssembly SIMD kernels (kernels.wat,
+ * compiled into kernels.wasm.ts by scripts/gen-wasm.ts), a block run at a time through the module's own
+ * memory, small enough to stay in cache; the rest goes through the scalar word kernels, which are also
+ * exported as the reference the tests compare with. The scalar ones work on 32-bit words (little-endian
+ * hosts): pack turns each word of four int8 values into one byte with a few carry-free bit operations,
+ * unpack maps each byte to the word of its four int8 values through a 256-entry table. The Python reader
+ * is python/ternforge_server/packing.py.
  */
 import { endianness } from 'node:os';
 import { err, ok, type Result } from '../../engine/result.ts';
+import { WASM_BYTES } from './kernels.wasm.ts';
 
 export const CODE_BITS = 2;
 export const CODES_PER_BYTE = 4;
@@ -48,14 +54,117 @@ function requireLittleEndian(): void {
 // z = y | y >>> 6 puts c1 next to c0 (bits 2-3) and c3 next to c2 (bits 18-19); z | z >>> 12 moves c2 c3
 // into bits 4-7. The caller keeps the low 8 bits.
 
+/** Codes per kernel call: a 256 KiB block of int8 (or its 64 KiB packed form) copied in, in cache. */
+export const BLOCK = 1 << 18;
+const PAGE = 65536;
+/** The largest WebAssembly memory asked for (wasm32 allows 4 GiB); bigger outputs go through blocks. */
+const MAX_MEMORY = 2 ** 31;
+
+interface Kernels {
+  pack: (src: number, dst: number, n: number) => number;
+  unpack: (src: number, dst: number, n: number) => number;
+  memory: WebAssembly.Memory;
+}
+let compiled: WebAssembly.Module | undefined;
+let scratch: Kernels | undefined;
+
+/** The kernels on a fresh memory of at least `bytes` (zero pages cost nothing until written). */
+function kernelsWith(bytes: number): Kernels {
+  compiled ??= new WebAssembly.Module(WASM_BYTES);
+  const memory = new WebAssembly.Memory({ initial: Math.max(1, Math.ceil(bytes / PAGE)) });
+  const e = new WebAssembly.Instance(compiled, { pack: { memory } }).exports;
+  return { pack: e['pack'] as Kernels['pack'], unpack: e['unpack'] as Kernels['unpack'], memory };
+}
+
+/**
+ * Packs whole 64-code blocks of `bytes` (length a multiple of 64) into `k.memory` at `at`, a BLOCK at a time
+ * through the scratch region [0, BLOCK). Returns false when some value was outside {-1, 0, 1}.
+ */
+function packBlocks(k: Kernels, bytes: Uint8Array, at: number): boolean {
+  const mem = new Uint8Array(k.memory.buffer);
+  for (let o = 0; o < bytes.length; o += BLOCK) {
+    const len = Math.min(BLOCK, bytes.length - o);
+    mem.set(bytes.subarray(o, o + len), 0);
+    if (k.pack(0, at + o / CODES_PER_BYTE, len) !== 0) return false;
+  }
+  return true;
+}
+
+/** Unpacks whole 16-byte blocks of `packed` into `k.memory` at `at` through the scratch region [0, BLOCK / 4). */
+function unpackBlocks(k: Kernels, packed: Uint8Array, at: number): boolean {
+  const mem = new Uint8Array(k.memory.buffer);
+  const step = BLOCK / CODES_PER_BYTE;
+  for (let o = 0; o < packed.length; o += step) {
+    const len = Math.min(step, packed.length - o);
+    mem.set(packed.subarray(o, o + len), 0);
+    if (k.unpack(0, at + o * CODES_PER_BYTE, len) !== 0) return false;
+  }
+  return true;
+}
+
 /**
  * Packs `src` (int8 ternary values, length a multiple of 4) into `dst` (length src.length / 4).
  * Returns -1, or the index of the first value outside {-1, 0, 1} (dst is then unspecified).
+ * Each block's packed bytes are copied out to `dst`; packCodes, which owns its result, writes in place.
  */
 export function packInto(src: Int8Array | Uint8Array, dst: Uint8Array): number {
-  requireLittleEndian();
   const n = src.length;
   if (n % CODES_PER_BYTE !== 0 || dst.length !== n / CODES_PER_BYTE) throw new RangeError(`packInto: ${n} values into ${dst.length} bytes`);
+  const bulk = n - (n % 64);
+  scratch ??= kernelsWith(BLOCK + BLOCK / CODES_PER_BYTE);
+  const bytes = new Uint8Array(src.buffer, src.byteOffset, n);
+  const mem = new Uint8Array(scratch.memory.buffer);
+  for (let o = 0; o < bulk; o += BLOCK) {
+    const len = Math.min(BLOCK, bulk - o);
+    if (!packBlocks(scratch, bytes.subarray(o, o + len), BLOCK)) return firstNonTernary(src);
+    dst.set(mem.subarray(BLOCK, BLOCK + len / CODES_PER_BYTE), o / CODES_PER_BYTE);
+  }
+  return packTail(src, dst, bulk);
+}
+
+/**
+ * Unpacks `src` (packed bytes) into `dst` (int8, length 4 * src.length).
+ * Returns -1, or the index of the first byte holding the invalid code 3 (dst is then unspecified).
+ */
+export function unpackInto(src: Uint8Array, dst: Int8Array): number {
+  const n = src.length;
+  if (dst.length !== n * CODES_PER_BYTE) throw new RangeError(`unpackInto: ${n} bytes into ${dst.length} values`);
+  const bulk = n - (n % 16);
+  const step = BLOCK / CODES_PER_BYTE;
+  scratch ??= kernelsWith(BLOCK + BLOCK / CODES_PER_BYTE);
+  const mem = new Uint8Array(scratch.memory.buffer);
+  const out = new Uint8Array(dst.buffer, dst.byteOffset, dst.length);
+  for (let o = 0; o < bulk; o += step) {
+    const len = Math.min(step, bulk - o);
+    if (!unpackBlocks(scratch, src.subarray(o, o + len), step)) return firstInvalidByte(src);
+    out.set(mem.subarray(step, step + len * CODES_PER_BYTE), o * CODES_PER_BYTE);
+  }
+  return unpackTail(src, dst, bulk);
+}
+
+function packTail(src: Int8Array | Uint8Array, dst: Uint8Array, from: number): number {
+  if (from === src.length) return -1;
+  const bad = packWords(src.subarray(from), dst.subarray(from / CODES_PER_BYTE));
+  return bad < 0 ? -1 : from + bad;
+}
+
+function unpackTail(src: Uint8Array, dst: Int8Array, from: number): number {
+  if (from === src.length) return -1;
+  const bad = unpackWords(src.subarray(from), dst.subarray(from * CODES_PER_BYTE));
+  return bad < 0 ? -1 : from + bad;
+}
+
+function firstNonTernary(values: Int8Array | Uint8Array): number {
+  const v = new Int8Array(values.buffer, values.byteOffset, values.length);
+  for (let k = 0; k < v.length; k++) if (v[k]! < -1 || v[k]! > 1) return k;
+  return -1;
+}
+
+/** The scalar pack on 32-bit words (the reference for the SIMD kernel; packInto's tail). Same contract as packInto. */
+export function packWords(src: Int8Array | Uint8Array, dst: Uint8Array): number {
+  requireLittleEndian();
+  const n = src.length;
+  if (n % CODES_PER_BYTE !== 0 || dst.length !== n / CODES_PER_BYTE) throw new RangeError(`packWords: ${n} values into ${dst.length} bytes`);
   const input = src.byteOffset % 4 === 0 ? src : new Uint8Array(src); // a copy starts at offset 0
   const output = dst.byteOffset % 4 === 0 ? dst : new Uint8Array(dst.length);
   // Int32 views keep V8 on small integers (a Uint32 above 2^31 would become a heap number).
@@ -101,19 +210,14 @@ export function packInto(src: Int8Array | Uint8Array, dst: Uint8Array): number {
   }
   if (output !== dst) dst.set(output);
   if ((bad & 0xfcfcfcfc) === 0 && (bad3 & 0x55555555) === 0) return -1;
-  const values = new Int8Array(input.buffer, input.byteOffset, n);
-  for (let k = 0; k < n; k++) if (values[k]! < -1 || values[k]! > 1) return k;
-  return -1; // unreachable: a flagged word holds a non-ternary byte
+  return firstNonTernary(input); // a flagged word holds a non-ternary byte
 }
 
-/**
- * Unpacks `src` (packed bytes) into `dst` (int8, length 4 * src.length).
- * Returns -1, or the index of the first byte holding the invalid code 3 (dst is then unspecified).
- */
-export function unpackInto(src: Uint8Array, dst: Int8Array): number {
+/** The scalar unpack through a byte -> word table (the reference for the SIMD kernel; unpackInto's tail). */
+export function unpackWords(src: Uint8Array, dst: Int8Array): number {
   requireLittleEndian();
   const n = src.length;
-  if (dst.length !== n * CODES_PER_BYTE) throw new RangeError(`unpackInto: ${n} bytes into ${dst.length} values`);
+  if (dst.length !== n * CODES_PER_BYTE) throw new RangeError(`unpackWords: ${n} bytes into ${dst.length} values`);
   const input = src.byteOffset % 4 === 0 ? src : new Uint8Array(src);
   const output = dst.byteOffset % 4 === 0 ? dst : new Int8Array(dst.length);
   const quads = Math.floor(n / 4);
@@ -160,8 +264,19 @@ export function packCodes(values: Int8Array, rows: number, cols: number): Result
   if (cols % CODES_PER_BYTE !== 0 || values.length !== rows * cols) {
     return err({ reason: 'shape-mismatch', expected: `[${rows}, ${cols}] with cols % 4 == 0`, actual: `${values.length} values` });
   }
-  const out = new Uint8Array(values.length / CODES_PER_BYTE);
-  const bad = packInto(values, out);
+  const n = values.length;
+  const bulk = n - (n % 64);
+  let out: Uint8Array;
+  let bad: number;
+  if (BLOCK + n / CODES_PER_BYTE <= MAX_MEMORY) {
+    // The result lives in the kernels' memory after the scratch block: no copy out.
+    const k = kernelsWith(BLOCK + n / CODES_PER_BYTE);
+    out = new Uint8Array(k.memory.buffer, BLOCK, n / CODES_PER_BYTE);
+    bad = packBlocks(k, new Uint8Array(values.buffer, values.byteOffset, bulk), BLOCK) ? packTail(values, out, bulk) : firstNonTernary(values);
+  } else {
+    out = new Uint8Array(n / CODES_PER_BYTE);
+    bad = packInto(values, out);
+  }
   return bad < 0 ? ok(out) : err({ reason: 'invalid-ternary-value', index: bad, value: values[bad]! });
 }
 
@@ -170,8 +285,19 @@ export function unpackCodes(packed: Uint8Array, rows: number, cols: number): Res
   if (cols % CODES_PER_BYTE !== 0 || packed.length * CODES_PER_BYTE !== rows * cols) {
     return err({ reason: 'shape-mismatch', expected: `[${rows}, ${cols / CODES_PER_BYTE}] bytes`, actual: `${packed.length} bytes` });
   }
-  const out = new Int8Array(rows * cols);
-  const bad = unpackInto(packed, out);
+  const n = packed.length;
+  const bulk = n - (n % 16);
+  const step = BLOCK / CODES_PER_BYTE;
+  let out: Int8Array;
+  let bad: number;
+  if (step + n * CODES_PER_BYTE <= MAX_MEMORY) {
+    const k = kernelsWith(step + n * CODES_PER_BYTE);
+    out = new Int8Array(k.memory.buffer, step, n * CODES_PER_BYTE);
+    bad = unpackBlocks(k, packed.subarray(0, bulk), step) ? unpackTail(packed, out, bulk) : firstInvalidByte(packed);
+  } else {
+    out = new Int8Array(n * CODES_PER_BYTE);
+    bad = unpackInto(packed, out);
+  }
   return bad < 0 ? ok(out) : err({ reason: 'invalid-code', index: bad, byte: packed[bad]!, field: invalidField(packed[bad]!) });
 }
 

@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import uvicorn
 
+    # The HTTP event loop shares the GIL with the engine thread, whose Python between tensor ops would
+    # otherwise keep /health waiting up to the default 5 ms switch interval per hand-over, several times over.
+    sys.setswitchinterval(0.0005)
+
     from .app import ServerState, build_app
 
     sub = Path(args.dir).resolve()

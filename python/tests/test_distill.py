@@ -63,3 +63,27 @@ def test_resume_from_a_checkpoint_reaches_the_same_bytes(tiny_fetch_dir: Path, t
     for name in st_a:
         assert st_a[name].U.detach().numpy().tobytes() == st_c[name].U.detach().numpy().tobytes()
         assert torch.equal(st_a[name].scale, st_c[name].scale)
+
+
+def test_cosine_schedule_warms_up_decays_to_zero_and_pins_steps_in_the_digest(tiny_fetch_dir: Path, tmp_path: Path) -> None:
+    import math
+
+    import pytest
+
+    from ternforge.quant.distill import lr_factor
+
+    cfg = KDConfig(steps=10, schedule="cosine", warmup=2)
+    assert [round(lr_factor(cfg, s), 4) for s in (0, 1, 2)] == [round(1 / 3, 4), round(2 / 3, 4), 1.0]
+    assert lr_factor(cfg, 6) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert lr_factor(cfg, 10) == pytest.approx(0.0, abs=1e-12)
+    assert lr_factor(KDConfig(steps=10), 7) == 1.0
+    with pytest.raises(ValueError, match="kd.schedule"):
+        lr_factor(KDConfig(schedule="linear"), 0)
+    # A cosine run's checkpoint is not resumed by a run with another step count (its rates differ).
+    teacher, sm, st, _, seqs = _setup(tiny_fetch_dir / "model")
+    short = KDConfig(steps=2, lr=0.05, scale_lr=5e-3, batch_size=4, checkpoint_every=1, schedule="cosine")
+    h = distill(teacher, sm, st, seqs, short, tmp_path)
+    assert h[-1]["lr"] < h[0]["lr"]
+    _, sm2, st2, _, _ = _setup(tiny_fetch_dir / "model")
+    longer = distill(teacher, sm2, st2, seqs, KDConfig(**{**short.__dict__, "steps": 3}), tmp_path)
+    assert [r["step"] for r in longer] == [1, 2, 3]  # started over

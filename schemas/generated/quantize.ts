@@ -75,5 +75,13 @@ export interface QuantizeParams {
     sequences?: number;
     checkpoint_every?: number;
     grad_clip?: number;
+    /**
+     * Learning-rate schedule: constant, or linear warm-up then a half cosine to zero at `steps` (then `steps` is part of the checkpoint digest).
+     */
+    schedule?: 'constant' | 'cosine';
+    /**
+     * Linear warm-up steps of the cosine schedule.
+     */
+    warmup?: number;
   };
 }

@@ -13,9 +13,12 @@ tensors) is frozen at the source values, so the emitted codes and scales are the
 
 Loss on calibration sequences, teacher logits computed on the fly (no cache):
     L = tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau))  +  hidden_mse * mean_l ||h_s,l - h_t,l||^2 / ||h_t,l||^2
-AdamW over U (lr) and scales (scale_lr). Sequence order per epoch comes from a generator seeded with
-(seed, epoch), so a run resumed from a checkpoint (safetensors: U, scales, Adam moments; JSON: step, config
-digest, losses) replays exactly the batches it would have seen.
+AdamW over U (lr) and scales (scale_lr), at a constant rate or (`schedule: cosine`) after `warmup` linear
+steps decaying along a half cosine to zero at `steps`, so the last steps settle the codes instead of
+flipping them back and forth. Sequence order per epoch comes from a generator seeded with (seed, epoch), so
+a run resumed from a checkpoint (safetensors: U, scales, Adam moments; JSON: step, config digest, losses)
+replays exactly the batches it would have seen. With a constant rate `steps` may grow on resume; with the
+cosine schedule it is part of the digest (the rate at every step depends on it).
 """
 from __future__ import annotations
 
@@ -48,6 +51,20 @@ class KDConfig:
     checkpoint_every: int = 50
     seed: int = 0
     grad_clip: float = 1.0
+    schedule: str = "constant"  # or "cosine"
+    warmup: int = 0
+
+
+def lr_factor(cfg: KDConfig, step: int) -> float:
+    """The learning-rate multiplier for `step` (0-based) under cfg.schedule."""
+    if cfg.schedule == "constant":
+        return 1.0
+    if cfg.schedule != "cosine":
+        raise ValueError(f"kd.schedule must be 'constant' or 'cosine', not {cfg.schedule!r}")
+    if step < cfg.warmup:
+        return (step + 1) / (cfg.warmup + 1)
+    span = max(1, cfg.steps - cfg.warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - cfg.warmup) / span)))
 
 
 class TernaryLinear(nn.Module):
@@ -127,7 +144,8 @@ def _batch_at(step: int, seqs: torch.Tensor, bs: int, seed: int) -> torch.Tensor
 
 
 def _digest(cfg: KDConfig, seqs: torch.Tensor, student: dict[str, TernaryLinear]) -> str:
-    fixed = {k: v for k, v in asdict(cfg).items() if k not in ("steps", "checkpoint_every")}  # may grow on resume
+    growable = ("steps", "checkpoint_every") if cfg.schedule == "constant" else ("checkpoint_every",)
+    fixed = {k: v for k, v in asdict(cfg).items() if k not in growable}  # may change on resume
     h = hashlib.sha256(json.dumps(fixed, sort_keys=True).encode())
     h.update(seqs.numpy().tobytes())
     for name in sorted(student):
@@ -181,6 +199,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             cfg: KDConfig, work_dir: str | Path | None = None,
             on_step: Callable[[dict], None] | None = None) -> list[dict]:
     """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history."""
+    lr_factor(cfg, 0)  # refuses an unknown schedule before any work
     teacher.eval()
     student_model.train()
     opt = torch.optim.AdamW(
@@ -192,7 +211,10 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     step, history = _load(work, digest, student, opt) if work is not None else (0, [])
     device = next(iter(student.values())).U.device
     hidden = cfg.hidden_mse > 0
+    bases = [g["lr"] for g in opt.param_groups]
     while step < cfg.steps:
+        for g, base in zip(opt.param_groups, bases):
+            g["lr"] = base * lr_factor(cfg, step)
         ids = _batch_at(step, seqs, cfg.batch_size, cfg.seed).to(device)
         with torch.no_grad():
             t_logits, t_hidden = _outputs(teacher, ids, hidden)
@@ -214,7 +236,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
                 tl.scale.clamp_(min=1e-8)
         step += 1
         rec = {"step": step, "loss": float(loss.detach()), "kl": float(kl.detach()), "hidden_mse": float(mse.detach()),
-               "grad_norm": gnorm}
+               "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"]}
         history.append(rec)
         if on_step is not None:
             on_step(rec)

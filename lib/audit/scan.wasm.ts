@@ -1,0 +1,9 @@
+/* Generated from lib/audit/scan.wat by scripts/gen-wasm.ts. Do not edit. */
+export const WASM_BYTES = new Uint8Array(
+  Buffer.from(
+    'AGFzbQEAAAABBwFgAn9/AX8CEQEFYXVkaXQGbWVtb3J5AgABAwIBAAcOAQphbnlJbnZhbGlkAAAKlwEBlAECAX8FeyAAIAFqIQIC' +
+    'QANAIAAgAk8NASAA/QAEACEEIAD9AAQQIQUgAP0ABCAhBiAA/QAEMCEHIAMgBCAEQQH9jQH9TiAFIAVBAf2NAf1O/VAgBiAGQQH9' +
+    'jQH9TiAHIAdBAf2NAf1O/VD9UP1QIQMgAEHAAGohAAwACwsgA/0MVVVVVVVVVVVVVVVVVVVVVf1O/VML',
+    'base64',
+  ),
+);

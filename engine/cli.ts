@@ -47,10 +47,11 @@ interface GlobalOptions {
   force?: boolean;
   dryRun?: boolean;
   wait?: boolean;
+  set?: string[];
 }
 
 /** Failures that mean the command line or the declaration is wrong (exit 2), not the run. */
-const USAGE_REASONS: ReadonlySet<Failure['reason']> = new Set(['unknown-stage', 'unknown-profile', 'cycle', 'invalid-pipeline']);
+const USAGE_REASONS: ReadonlySet<Failure['reason']> = new Set(['unknown-stage', 'unknown-profile', 'invalid-override', 'cycle', 'invalid-pipeline']);
 
 function fail(f: Failure): number {
   process.stderr.write(`error: ${formatFailure(f)}\n`);
@@ -85,6 +86,7 @@ export async function runCli(pipeline: PipelineDecl, options: CliOptions): Promi
     .option('--force', 'rerun the named stages (all: every stage) even when fresh')
     .option('--dry-run', 'print what would run and why; run nothing')
     .option('--wait', 'wait for another run holding the workspace lock instead of failing')
+    .option('--set <stage.key=value>', 'override one profile parameter for this run (repeatable; the value is JSON, else a string), e.g. --set quantize.method=none', (v: string, prev: string[] = []) => [...prev, v])
     .exitOverride()
     .showHelpAfterError(false);
 
@@ -149,7 +151,7 @@ export async function runCli(pipeline: PipelineDecl, options: CliOptions): Promi
 }
 
 function openSession(graph: Graph, root: string, g: GlobalOptions & { workdir: string }): Session | number {
-  const s = Session.open({ root, workdir: g.workdir, profile: g.profile, graph });
+  const s = Session.open({ root, workdir: g.workdir, profile: g.profile, graph, overrides: g.set ?? [] });
   return s.ok ? s.value : fail(s.error);
 }
 

@@ -8,6 +8,8 @@ export type Failure =
   | { reason: 'unknown-stage'; stage: string; known: string[] }
   /** `--profile <name>` has no `profiles/<name>.json`. */
   | { reason: 'unknown-profile'; profile: string; known: string[] }
+  /** A `--set` that is not `stage.key[.key...]=value` or names no stage. */
+  | { reason: 'invalid-override'; text: string; detail: string }
   /** The declared edges form a cycle. */
   | { reason: 'cycle'; path: string[] }
   /** A stage declared an input file that does not exist. */

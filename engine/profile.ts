@@ -29,7 +29,50 @@ export function knownProfiles(root: string): string[] {
 }
 
 
-export function loadProfile(root: string, name: string, graph: Graph, schemas: SchemaSet): Result<LoadedProfile, Failure> {
+/** One `--set stage.key.sub=value`: the value is JSON when it parses as JSON, else the text itself. */
+export interface Override {
+  text: string;
+  stage: string;
+  keys: string[];
+  value: JsonValue;
+}
+
+export function parseOverride(text: string, graph: Graph): Result<Override, Failure> {
+  const eq = text.indexOf('=');
+  const bad = (detail: string): Result<never, Failure> => err({ reason: 'invalid-override', text, detail });
+  if (eq < 0) return bad('no "="');
+  const [stage, ...keys] = text.slice(0, eq).split('.');
+  if (stage === undefined || !graph.order.includes(stage)) return bad(`"${stage ?? ''}" is not a stage (known: ${graph.order.join(', ')})`);
+  if (keys.length === 0 || keys.some((k) => k === '')) return bad('name a key inside the stage section');
+  const raw = text.slice(eq + 1);
+  let value: JsonValue;
+  try {
+    value = JSON.parse(raw) as JsonValue;
+  } catch {
+    value = raw;
+  }
+  return ok({ text, stage, keys, value });
+}
+
+/** The section with one override applied (a copy; missing objects on the way are created). */
+function applyOverride(section: JsonValue, o: Override): Result<JsonValue, Failure> {
+  const copy = structuredClone(section) as Record<string, JsonValue>;
+  let at: Record<string, JsonValue> = copy;
+  for (const k of o.keys.slice(0, -1)) {
+    const next = at[k] ?? {};
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) return err({ reason: 'invalid-override', text: o.text, detail: `${o.stage}.${k} is not an object` });
+    at = at[k] = next as Record<string, JsonValue>;
+  }
+  at[o.keys.at(-1)!] = o.value;
+  return ok(copy);
+}
+
+/**
+ * Reads, validates and returns the profile's sections. `overrides` (from `--set`) change sections after
+ * the file is read and before it is validated again, so an override is held to the same schema; they
+ * enter stage keys like any parameter, and the lock records the parameters a run used.
+ */
+export function loadProfile(root: string, name: string, graph: Graph, schemas: SchemaSet, overrides: readonly string[] = []): Result<LoadedProfile, Failure> {
   const known = knownProfiles(root);
   if (!known.includes(name)) return err({ reason: 'unknown-profile', profile: name, known });
   const path = join(root, 'profiles', `${name}.json`);
@@ -37,6 +80,17 @@ export function loadProfile(root: string, name: string, graph: Graph, schemas: S
   if (!read.ok) return read;
   const profile = read.value!;
   const shown = relative(root, path);
+  if (overrides.length > 0) {
+    for (const text of overrides) {
+      const o = parseOverride(text, graph);
+      if (!o.ok) return o;
+      const applied = applyOverride(profile.stages[o.value.stage] ?? {}, o.value);
+      if (!applied.ok) return applied;
+      profile.stages[o.value.stage] = applied.value;
+    }
+    const errors = schemas.validate('profile.schema.json', profile);
+    if (errors.length > 0) return err({ reason: 'invalid-json', path: `${shown} with --set ${overrides.join(' --set ')}`, errors });
+  }
   if (profile.name !== name) return err({ reason: 'invalid-json', path: shown, errors: [`/name is "${profile.name}", expected "${name}" (the file name)`] });
   const sections: Record<string, JsonValue> = {};
   for (const stage of graph.order) {

@@ -24,6 +24,8 @@ export interface SessionOptions {
   workdir: string;
   profile: string;
   graph: Graph;
+  /** `--set stage.key=value` overrides of the profile's sections. */
+  overrides?: readonly string[];
 }
 
 /** What evaluating one stage found. */
@@ -66,7 +68,7 @@ export class Session {
   static open(o: SessionOptions): Result<Session, Failure> {
     const ws = new Workspace(o.workdir);
     const schemas = engineSchemaSet(ws.schemaCache);
-    const profile = loadProfile(o.root, o.profile, o.graph, new SchemaSet(join(o.root, 'schemas'), ws.schemaCache));
+    const profile = loadProfile(o.root, o.profile, o.graph, new SchemaSet(join(o.root, 'schemas'), ws.schemaCache), o.overrides);
     if (!profile.ok) return profile;
     const lock = ProfileLock.read(ws.lockFile(o.profile), o.profile, schemas, o.workdir);
     if (!lock.ok) return lock;

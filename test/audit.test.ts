@@ -245,7 +245,7 @@ describe('the shard scanner', () => {
     const d = await mkdtemp(join(tmpdir(), 'tf-scan-'));
     const scanner = new ShardScanner();
     try {
-      const size = 9 * 2 ** 20 + 77; // three 4 MiB chunks, the last partial
+      const size = 9 * 2 ** 20 + 77; // 37 reads of 256 KiB, the last partial
       const bytes = Buffer.alloc(size, 0b10_01_00_10); // valid codes everywhere
       const ranges = [
         { tensor: 'a', begin: 5, end: 4 * 2 ** 20 + 1000 }, // crosses the first chunk boundary

@@ -32,6 +32,26 @@ describe('freshness', () => {
     expect(r.stages.find((s) => s.stage === 'c')!.reasons).toEqual([{ kind: 'upstream', stage: 'b', change: 'changed' }]);
   });
 
+  test('--set overrides a parameter for one run, held to the schema; without it the run cache restores', async () => {
+    await rig.run('all');
+    const set = await rig.json('all', '--set', 'b.value=b2', '--set', 'd.value={"n":2}');
+    expect(actions(set)).toEqual({ a: 'fresh', b: 'ran', c: 'ran', d: 'ran' });
+    expect(set.stages.find((s) => s.stage === 'b')!.reasons).toEqual([{ kind: 'param', path: 'b.value', from: 'b1', to: 'b2' }]);
+    expect(JSON.parse(rig.read('.ternforge/tiny/d/outputs/result.json')).value).toEqual({ n: 2 }); // JSON, not a string
+    const back = await rig.json('all');
+    expect(actions(back)).toEqual({ a: 'fresh', b: 'restored', c: 'restored', d: 'restored' });
+    const notStage = await rig.run('all', '--set', 'nope.value=1');
+    expect(notStage.code).toBe(2);
+    expect(notStage.stderr).toContain('--set nope.value=1: "nope" is not a stage (known: a, b, c, d)');
+    const noKey = await rig.run('all', '--set', 'b=1');
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain('--set b=1: name a key inside the stage section');
+    const offSchema = await rig.run('all', '--set', 'b.sleepMs=-5');
+    expect(offSchema.code).toBe(1);
+    expect(offSchema.stderr).toContain('profiles/tiny.json with --set b.sleepMs=-5 is invalid');
+    expect(offSchema.stderr).toContain('sleepMs');
+  });
+
   test('touching a file without changing its bytes reruns nothing', async () => {
     await rig.run('all');
     const code = join(rig.root, 'code', 'a.txt');

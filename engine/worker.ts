@@ -1,7 +1,8 @@
 /**
  * StageContext.worker: run `<python> -m ternforge <command> --config <file.json>` with
  * PYTHONPATH=<root>/python. Stdout (JSON-lines events) and stderr (log) are drained concurrently;
- * `progress` events are shown on stderr when it is a terminal. Abort kills the child (SIGTERM, then
+ * `progress` events are shown on stderr: rewritten in place on a terminal, else (a log file, CI) as a line at
+ * most every PROGRESS_LOG_MS and at each total's end, with `loss` events likewise. Abort kills the child (SIGTERM, then
  * SIGKILL after 5 s). A non-zero exit is `worker-failed` with the exit code or signal and the last
  * 40 lines of stderr.
  */
@@ -16,6 +17,8 @@ import type { WorkerEvent } from './types.ts';
 
 /** Lines of stderr kept for a failure report. */
 export const STDERR_TAIL_LINES = 40;
+/** How often progress is logged as a line when stderr is not a terminal. */
+export const PROGRESS_LOG_MS = 30_000;
 
 export interface WorkerOptions {
   stage: string;
@@ -41,6 +44,18 @@ export async function runWorker(opts: WorkerOptions, command: string, config: un
     const events: WorkerEvent[] = [];
     const tail: string[] = [];
     const tty = process.stderr.isTTY;
+    let lastLogged = Date.now();
+    const logProgress = (e: WorkerEvent): void => {
+      const line = e.event === 'progress'
+        ? `${String(e.what ?? command)} ${String(e.done)}/${String(e.total)}`
+        : Object.entries(e).filter(([k]) => k !== 'event').map(([k, v]) => `${k} ${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(4) : String(v)}`).join(', ');
+      if (tty && e.event === 'progress') {
+        process.stderr.write(`\r[${opts.stage}] ${line}   `);
+      } else if (!tty && (Date.now() - lastLogged >= PROGRESS_LOG_MS || (e.event === 'progress' && e.done === e.total))) {
+        lastLogged = Date.now();
+        opts.log(`${e.event}: ${line}`);
+      }
+    };
     let killTimer: NodeJS.Timeout | undefined;
     const onAbort = (): void => {
       child.kill('SIGTERM');
@@ -61,7 +76,7 @@ export async function runWorker(opts: WorkerOptions, command: string, config: un
         if (ev !== null && typeof ev === 'object' && typeof (ev as WorkerEvent).event === 'string') {
           const e = ev as WorkerEvent;
           events.push(e);
-          if (e.event === 'progress' && tty) process.stderr.write(`\r[${opts.stage}] ${String(e.what ?? command)} ${String(e.done)}/${String(e.total)}   `);
+          if (e.event === 'progress' || e.event === 'loss') logProgress(e);
         } else {
           opts.log(`(stdout, not an event) ${line}`);
         }

@@ -3,8 +3,9 @@
  * schemas/generated/. `--check` writes nothing and exits 1 when a generated file is stale.
  */
 import { compileFromFile } from 'json-schema-to-typescript';
-import { readdir, readFile, writeFile, mkdir } from 'node:fs/promises';
+import { readdir, mkdir } from 'node:fs/promises';
 import { join, relative, basename, dirname } from 'node:path';
+import { writeOrCheck } from './generated-files.ts';
 
 const root = join(import.meta.dirname, '..');
 const schemaDir = join(root, 'schemas');
@@ -40,14 +41,6 @@ export async function generateAll(): Promise<Array<{ path: string; text: string 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const check = process.argv.includes('--check');
   await mkdir(outDir, { recursive: true });
-  let stale = 0;
-  for (const { path, text } of await generateAll()) {
-    const current = await readFile(path, 'utf8').catch(() => null);
-    if (current === text) continue;
-    stale++;
-    if (check) console.error(`stale: ${relative(root, path)} (run npm run gen:types)`);
-    else await writeFile(path, text);
-  }
-  if (check && stale > 0) process.exit(1);
+  const stale = await writeOrCheck(await generateAll(), root, check, 'npm run gen:types');
   if (!check) console.log(`generated ${relative(root, outDir)}/ (${stale} changed)`);
 }

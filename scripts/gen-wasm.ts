@@ -3,9 +3,10 @@
  * beside it (`<name>.wasm.ts`, the binary as base64), with wabt. `--check` writes nothing and exits 1 when a
  * generated file is stale. Run by `npm run gen:wasm`; test/wasm-kernels.test.ts fails when one is stale.
  */
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import initWabt from 'wabt';
+import { writeOrCheck } from './generated-files.ts';
 
 const root = join(import.meta.dirname, '..');
 const FEATURES = { simd: true };
@@ -51,14 +52,6 @@ export async function generateAll(): Promise<Array<{ path: string; text: string 
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const check = process.argv.includes('--check');
-  let stale = 0;
-  for (const { path, text } of await generateAll()) {
-    const current = await readFile(path, 'utf8').catch(() => null);
-    if (current === text) continue;
-    stale++;
-    if (check) console.error(`stale: ${relative(root, path)} (run npm run gen:wasm)`);
-    else await writeFile(path, text);
-  }
-  if (check && stale > 0) process.exit(1);
+  const stale = await writeOrCheck(await generateAll(), root, check, 'npm run gen:wasm');
   if (!check) console.log(`generated ${stale} wasm module(s)`);
 }

@@ -152,10 +152,11 @@ async function checkShards(dir: string, manifest: QuantizationManifest, open: Ma
     if (!list.some((r) => r.begin === begin)) list.push({ tensor: name, begin, end });
     rangesByShard.set(t.shard, list);
   }
-  for (const shard of manifest.shards) {
-    const f = open.get(shard.file);
-    if (!f || out.some((r) => r.file === shard.file)) continue;
-    const scan = await scanner.scan(f.path, rangesByShard.get(shard.file) ?? []);
+  // Every shard at once: the scanner spreads them over its threads; results are reported in manifest order.
+  const todo = manifest.shards.filter((shard, i) => open.has(shard.file) && !out.some((r) => r.file === shard.file) && manifest.shards.findIndex((x) => x.file === shard.file) === i);
+  const scans = await Promise.all(todo.map((shard) => scanner.scan(open.get(shard.file)!.path, rangesByShard.get(shard.file) ?? [])));
+  for (const [i, shard] of todo.entries()) {
+    const scan = scans[i]!;
     const row: ShardRow = { file: shard.file, size: scan.size, sha256: scan.sha256, size_ok: scan.size === shard.size, sha256_ok: scan.sha256 === shard.sha256, code_bytes_scanned: scan.codeBytes };
     out.push(row);
     if (!row.size_ok) v({ gate: 'weight-audit', reason: 'shard-size-mismatch', shard: shard.file, expected: shard.size, actual: scan.size });

@@ -1,11 +1,11 @@
 /**
- * One look at every byte of a shard: its sha256, and a scan of the packed-code byte ranges for the invalid
- * code 3. Two threads work on the same shard at once, each reading the file itself in small chunks that are
- * still in its core's cache when it uses them: one hashes the whole file, the other scans the code ranges
- * with a WebAssembly SIMD test (scan.wat). On two cores the pass takes about as long as the sha256 alone
- * (handing one thread's reads to the other costs more than reading twice: the bytes would cross cores).
- * Independent of lib/pack: the code test is its own (scan.wat, scan-worker.mjs).
+ * One pass over each shard's bytes: its sha256, and a scan of its packed-code byte ranges for the invalid
+ * code 3. A thread reads the file in chunks small enough to stay in its core's cache, hashes each chunk and
+ * tests the code bytes in it with a WebAssembly SIMD test (scan.wat) while they are still there, so the
+ * scan costs a few percent over the sha256 itself. Several shards go to several threads (up to one a
+ * core). Independent of lib/pack: the code test is its own (scan.wat, scan-worker.mjs).
  */
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { WASM_BYTES } from './scan.wasm.ts';
 
@@ -32,13 +32,12 @@ export interface ShardScan {
   invalid: InvalidCode[];
 }
 
-type Job = { op: 'hash'; path: string } | { op: 'scan'; path: string; ranges: CodeRange[] };
-type Reply = { id: number; error?: string; sha256?: string; size?: number; invalid?: InvalidCode[] };
+type Reply = { id: number; error?: string; sha256: string; size: number; invalid: InvalidCode[] };
 
 let scanModule: WebAssembly.Module | undefined;
 
-/** One worker thread running jobs one at a time. */
-class JobThread {
+/** One worker thread running one shard at a time. */
+class ScanThread {
   readonly #worker: Worker;
   readonly #waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
   #failed: Error | null = null;
@@ -61,12 +60,12 @@ class JobThread {
     this.#worker.on('exit', (code) => fail(new Error(`audit scanner thread exited (code ${code})`)));
   }
 
-  run(job: Job): Promise<Reply> {
+  run(path: string, ranges: readonly CodeRange[]): Promise<Reply> {
     return new Promise((resolve, reject) => {
       if (this.#failed) return reject(this.#failed);
       const id = this.#nextId++;
       this.#waiting.set(id, { resolve, reject });
-      this.#worker.postMessage({ id, ...job });
+      this.#worker.postMessage({ id, path, ranges });
     });
   }
 
@@ -76,29 +75,44 @@ class JobThread {
   }
 }
 
-/** The hashing and the scanning thread; reuse them for several files, then `close()`. */
+/** Up to one scanning thread a core, started as shards arrive; reuse for several files, then `close()`. */
 export class ShardScanner {
-  readonly #hasher: JobThread;
-  readonly #scanner: JobThread;
+  readonly #max: number;
+  readonly #idle: ScanThread[] = [];
+  readonly #all: ScanThread[] = [];
+  readonly #queue: Array<(t: ScanThread) => void> = [];
 
-  constructor() {
-    scanModule ??= new WebAssembly.Module(WASM_BYTES);
-    this.#hasher = new JobThread(scanModule);
-    this.#scanner = new JobThread(scanModule);
+  constructor(threads = availableParallelism()) {
+    this.#max = Math.max(1, threads);
   }
 
   /** Hashes the whole file and scans `ranges` (sorted or not, non-overlapping, within the file) for code 3. */
   async scan(path: string, ranges: readonly CodeRange[]): Promise<ShardScan> {
     const sorted = [...ranges].sort((a, b) => a.begin - b.begin);
-    const [hashed, scanned] = await Promise.all([
-      this.#hasher.run({ op: 'hash', path }),
-      sorted.length > 0 ? this.#scanner.run({ op: 'scan', path, ranges: sorted }) : Promise.resolve({ id: -1, invalid: [] }),
-    ]);
-    const codeBytes = sorted.reduce((a, r) => a + (r.end - r.begin), 0);
-    return { size: hashed.size!, sha256: hashed.sha256!, codeBytes, invalid: scanned.invalid! };
+    const thread = await this.#take();
+    try {
+      const r = await thread.run(path, sorted);
+      return { size: r.size, sha256: r.sha256, codeBytes: sorted.reduce((a, x) => a + (x.end - x.begin), 0), invalid: r.invalid };
+    } finally {
+      const next = this.#queue.shift();
+      if (next !== undefined) next(thread);
+      else this.#idle.push(thread);
+    }
+  }
+
+  #take(): Promise<ScanThread> {
+    const idle = this.#idle.pop();
+    if (idle !== undefined) return Promise.resolve(idle);
+    if (this.#all.length < this.#max) {
+      scanModule ??= new WebAssembly.Module(WASM_BYTES);
+      const t = new ScanThread(scanModule);
+      this.#all.push(t);
+      return Promise.resolve(t);
+    }
+    return new Promise((resolve) => this.#queue.push(resolve));
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.#hasher.close(), this.#scanner.close()]);
+    await Promise.all(this.#all.map((t) => t.close()));
   }
 }

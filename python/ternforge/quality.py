@@ -241,15 +241,15 @@ def bench_quantize(config: dict[str, Any]) -> dict[str, Any]:
     cfg = KDConfig(**{f: k[f] for f in KDConfig.__dataclass_fields__ if f in k})
     s2m = {s: m for m, s in prep.m2s.items()}
     student = make_student(student_model, {s2m[s]: tt for s, tt in gptq_out.items()})
-    from .calib.tokens import load_role, sequences
+    from .quant.distill import kd_sequences
 
     eos = int(read_manifest_eos(calib_dir))
-    seqs = sequences(load_role(calib_dir, "calibration"), int(k.get("seq_len", 128)), k.get("sequences"), eos)
+    seqs, kd_data = kd_sequences(teacher, model_dir, calib_dir, k, eos, 128)
     history = distill(teacher, student_model, student, seqs, cfg, work / "kd",
                       lambda r: emit("loss", **r) if r["step"] % 5 == 0 or r["step"] == 1 else None)
     export("gptq+kd", {prep.m2s[m]: tl.export() for m, tl in student.items()})
     timings["gptq+kd"] = time.time() - t0
-    reports["kd"] = {"steps": len(history), "first_kl": history[0]["kl"] if history else None,
+    reports["kd"] = {"data": kd_data, "steps": len(history), "first_kl": history[0]["kl"] if history else None,
                      "last10_kl": sum(r["kl"] for r in history[-10:]) / max(1, len(history[-10:]))}
     result = {"timings_s": {k2: round(v, 1) for k2, v in timings.items()}, "reports": reports}
     (work / "quantize.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -20,7 +20,8 @@ needs_pack = pytest.mark.skipif(not TSX.exists() or shutil.which("node") is None
 
 PARAMS = {"group_size": 32, "seed": 0, "calibration": {"seq_len": 64, "sequences": 8, "batch_size": 4},
           "allocation": {"target_fraction": 0.955, "min_relative_score": 1.0},
-          "gptq": {"actorder": True}, "kd": {"steps": 4, "lr": 0.05, "scale_lr": 5e-3, "batch_size": 4, "seq_len": 64}}
+          "gptq": {"actorder": True}, "kd": {"steps": 4, "lr": 0.05, "scale_lr": 5e-3, "batch_size": 4, "seq_len": 64,
+                 "chat_prompts": 4, "chat_max_new": 8}}
 
 
 @pytest.fixture(scope="module")

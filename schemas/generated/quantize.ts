@@ -83,5 +83,13 @@ export interface QuantizeParams {
      * Linear warm-up steps of the cosine schedule.
      */
     warmup?: number;
+    /**
+     * Chat transcripts written by the full-precision teacher (prompts built from calibration text, answered greedily) added to the distillation windows; 0: calibration text only.
+     */
+    chat_prompts?: number;
+    /**
+     * Longest teacher answer, in tokens, per chat transcript.
+     */
+    chat_max_new?: number;
   };
 }

@@ -246,11 +246,33 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     return history
 
 
+def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Path, k: dict, eos: int,
+                 default_seq_len: int, device: str = "cpu") -> tuple[torch.Tensor, dict]:
+    """The distillation windows: `sequences` windows of calibration text (all when absent) and, when
+    `chat_prompts` > 0, windows over teacher-written chat transcripts (chatdata.py) of `chat_max_new` tokens
+    at most per answer. Returns [n, seq_len] ids and what went into them."""
+    from ..calib.tokens import load_role, sequences
+    from .chatdata import load_tokenizer, teacher_transcripts, windows
+
+    seq_len = int(k.get("seq_len", default_seq_len))
+    docs = load_role(calib_dir, "calibration")
+    text = sequences(docs, seq_len, k.get("sequences"), eos)
+    info: dict = {"text_windows": int(text.shape[0]), "seq_len": seq_len}
+    n_chat = int(k.get("chat_prompts", 0))
+    if n_chat <= 0:
+        return text, info
+    tok = load_tokenizer(model_dir)
+    transcripts, stopped = teacher_transcripts(teacher, tok, docs, n_chat, int(k.get("chat_max_new", 128)), device=device)
+    chat = windows(transcripts, seq_len)
+    info.update({"chat_transcripts": len(transcripts), "chat_windows": int(chat.shape[0]),
+                 "chat_tokens": sum(len(t) for t in transcripts), "chat_stopped": stopped})
+    return torch.cat([text, chat]), info
+
+
 def run_gptq_kd(prep, params: dict, work_dir: str | Path | None,
                 on_layer: Callable[[int, int], None] | None = None,
                 on_step: Callable[[dict], None] | None = None) -> tuple[dict[str, TernaryTensor], dict]:
     """GPTQ initialisation (capture.run_gptq), then distillation from a fresh full-precision teacher."""
-    from ..calib.tokens import load_role, sequences
     from .capture import _dtype, load_float_model, run_gptq
 
     init, report = run_gptq(prep, params, on_layer)
@@ -265,12 +287,12 @@ def run_gptq_kd(prep, params: dict, work_dir: str | Path | None,
     eos = prep.model.config.eos_token_id
     eos = int(eos[0] if isinstance(eos, list) else (eos if eos is not None else 0))
     cal = params.get("calibration", {})
-    seqs = sequences(load_role(params["calib_dir"], "calibration"), int(k.get("seq_len", cal.get("seq_len", 256))),
-                     k.get("sequences"), eos)
+    seqs, data = kd_sequences(teacher, params["model_dir"], params["calib_dir"], k, eos, int(cal.get("seq_len", 256)),
+                              params.get("device", "cpu"))
     history = distill(teacher, prep.model, student, seqs, cfg, work_dir, on_step)
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
     first = history[0]["kl"] if history else None
     last = sum(r["kl"] for r in history[-10:]) / len(history[-10:]) if history else None
     report = {**report, "method": "gptq+kd", "kd": {**asdict(cfg), "first_kl": first, "last10_kl": last,
-                                                    "steps_done": len(history)}}
+                                                    "steps_done": len(history), "data": data}}
     return out, report

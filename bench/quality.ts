@@ -4,18 +4,19 @@
  * one group size, each packed by the TypeScript packer, audited, and loaded by the server's own loader.
  * Prints a table and writes bench/results/quality.json.
  *
- *   1. python -m ternforge.quality bench-quantize: fetch-calib (smol profile sources) if needed, the float
- *      budget plan, then every method into <work>/<method>/interchange (GPTQ+KD starts from GPTQ's codes)
- *   2. tsx lib/pack/cli.ts per method; tsx lib/audit/verify-command.ts --source <model> per method
- *   3. python -m ternforge.quality bench-measure: every packed model through ternforge_server.loader, one
+ *   1. tsx pipeline.ts quantize --profile smol: the pipeline's own GPTQ+KD model (fetch-model, fetch-calib,
+ *      quantize; from the run cache when it is fresh). BENCH_GROUP_SIZE / BENCH_KD_STEPS become --set overrides.
+ *   2. python -m ternforge.quality bench-quantize: on the same model, calibration text and parameters, the
+ *      float budget plan, then absmean, TWN and GPTQ into <work>/<method>/interchange. GPTQ here is the same
+ *      computation (same inputs and seed, deterministic) as the initialisation the pipeline distilled from.
+ *   3. tsx lib/pack/cli.ts per method; tsx lib/audit/verify-command.ts --source <model> per method
+ *   4. python -m ternforge.quality bench-measure: every packed model through ternforge_server.loader, one
  *      pass over the held-out sequences against one full-precision reference
  *
- * Parameters: the quantize section of profiles/smol.json (calibration, allocation, GPTQ, distillation).
- * Env: TERNFORGE_SMOL_MODEL_DIR (a fetch-model `model/` of smol; default .ternforge/smol/fetch-model/model,
- * else fetched into the work dir), BENCH_KD_STEPS, BENCH_GROUP_SIZE, BENCH_WORK (default .ternforge/bench/quality).
+ * Env: BENCH_KD_STEPS, BENCH_GROUP_SIZE, BENCH_WORK (default .ternforge/bench/quality).
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { QuantizeParams } from '../schemas/generated/quantize.ts';
 
@@ -51,37 +52,28 @@ function run(what: string, cmd: string, args: string[], env: Record<string, stri
   return res.stdout;
 }
 
-function smolModelDir(): string {
-  const given = process.env['TERNFORGE_SMOL_MODEL_DIR'];
-  if (given) return given;
-  const staged = join(root, '.ternforge', 'smol', 'fetch-model', 'model');
-  if (existsSync(join(staged, 'config.json'))) return staged;
-  const fetched = join(work, 'smol');
-  if (!existsSync(join(fetched, 'model', 'config.json'))) {
-    const profile = JSON.parse(readFileSync(join(root, 'profiles', 'smol.json'), 'utf8')) as { stages: Record<string, unknown> };
-    const cfg = join(work, 'fetch-model.json');
-    writeFileSync(cfg, JSON.stringify({ ...(profile.stages['fetch-model'] as object), out_dir: fetched }));
-    run('fetch-model (smol)', python, ['-m', 'ternforge', 'fetch-model', '--config', cfg]);
-  }
-  return join(fetched, 'model');
-}
-
 mkdirSync(work, { recursive: true });
-const modelDir = smolModelDir();
-const profile = JSON.parse(readFileSync(join(root, 'profiles', 'smol.json'), 'utf8')) as { stages: Record<string, { sources?: unknown }> };
-const calibDir = join(work, 'calib');
-// The smol profile's own quantize section (what `tsx pipeline.ts all --profile smol` builds), so the GPTQ+KD row
-// is the pipeline's model; BENCH_GROUP_SIZE and BENCH_KD_STEPS override it.
+const overrides = [
+  ...(groupSize !== profileQuantize.group_size ? [`quantize.group_size=${groupSize}`] : []),
+  ...(kdSteps !== profileQuantize.kd?.steps ? [`quantize.kd.steps=${kdSteps}`] : []),
+];
+run('pipeline quantize (smol): GPTQ+KD', tsx, [join(root, 'pipeline.ts'), 'quantize', '--profile', 'smol', '--wait', ...overrides.flatMap((o) => ['--set', o])]);
+const stageDir = (stage: string): string => join(root, '.ternforge', 'smol', stage);
+const modelDir = join(stageDir('fetch-model'), 'outputs', 'model');
+const calibDir = join(stageDir('fetch-calib'), 'outputs');
+const kdInterchange = join(stageDir('quantize'), 'outputs');
+const kdEvidence = JSON.parse(readFileSync(join(stageDir('quantize'), 'evidence.json'), 'utf8')) as { startedAt: string; endedAt: string; summary: unknown };
 const params = { ...profileQuantize, group_size: groupSize, kd: { ...profileQuantize.kd, steps: kdSteps } };
 const qcfg = join(work, 'bench-quantize.json');
-writeFileSync(qcfg, JSON.stringify({ work, model_dir: modelDir, calib_dir: calibDir, calib_sources: profile.stages['fetch-calib']?.sources, params, base_model: 'HuggingFaceTB/SmolLM2-135M-Instruct' }));
-run('quantize: absmean, twn, gptq, gptq+kd', python, ['-m', 'ternforge.quality', 'bench-quantize', qcfg, join(work, 'quantize-result.json')]);
+writeFileSync(qcfg, JSON.stringify({ work, model_dir: modelDir, calib_dir: calibDir, params, base_model: 'HuggingFaceTB/SmolLM2-135M-Instruct' }));
+run('quantize: absmean, twn, gptq', python, ['-m', 'ternforge.quality', 'bench-quantize', qcfg, join(work, 'quantize-result.json')]);
+const interchangeOf = (m: (typeof methods)[number]): string => (m === 'gptq+kd' ? kdInterchange : join(work, m, 'interchange'));
 
 const audits: Record<string, { pass: boolean; ternary_fraction: number; stored_ratio: number }> = {};
 const packed: Record<string, string> = {};
 for (const m of methods) {
   const dir = join(work, m);
-  run(`pack ${m}`, tsx, [join(root, 'lib', 'pack', 'cli.ts'), join(dir, 'interchange'), join(dir, 'packed')]);
+  run(`pack ${m}`, tsx, [join(root, 'lib', 'pack', 'cli.ts'), interchangeOf(m), join(dir, 'packed')]);
   const report = JSON.parse(run(`audit ${m}`, tsx, [join(root, 'lib', 'audit', 'verify-command.ts'), join(dir, 'packed'), '--source', modelDir, '--json'])) as {
     pass: boolean;
     gates: { 'ternary-fraction': { value: number }; 'stored-parameters': { ratio: number } };
@@ -101,9 +93,11 @@ const measured = JSON.parse(readFileSync(join(work, 'measure-result.json'), 'utf
   methods: Record<string, { ppl: number; ppl_ratio: number; top1_agreement: number; kl: number; mean_rel_frobenius: number; zero_share: number }>;
 };
 
+// The GPTQ+KD row's time is the pipeline stage's (GPTQ included), from its evidence record.
+const kdStageSeconds = (Date.parse(kdEvidence.endedAt) - Date.parse(kdEvidence.startedAt)) / 1000;
 const rows = methods.map((m) => {
   const r = measured.methods[m]!;
-  return { method: m, ppl: r.ppl, ppl_ratio: r.ppl_ratio, top1_agreement: r.top1_agreement, kl: r.kl, mean_rel_frobenius: r.mean_rel_frobenius, zero_share: r.zero_share, ternary_fraction: audits[m]!.ternary_fraction, audit: audits[m]!.pass ? 'pass' : 'FAIL', quantize_s: quantized.timings_s[m] };
+  return { method: m, ppl: r.ppl, ppl_ratio: r.ppl_ratio, top1_agreement: r.top1_agreement, kl: r.kl, mean_rel_frobenius: r.mean_rel_frobenius, zero_share: r.zero_share, ternary_fraction: audits[m]!.ternary_fraction, audit: audits[m]!.pass ? 'pass' : 'FAIL', quantize_s: m === 'gptq+kd' ? kdStageSeconds : quantized.timings_s[m] };
 });
 const ordered = rows.every((r, i) => i === 0 || r.ppl_ratio < rows[i - 1]!.ppl_ratio);
 const fmt = (x: number | undefined, d = 3): string => (x === undefined ? '-' : x.toFixed(d));
@@ -111,6 +105,7 @@ const lines = [
   `bench:quality  smol (SmolLM2-135M-Instruct), g=${groupSize}, held-out ${measured.heldout['sequences']}x${measured.heldout['seq_len']} tokens, full precision ppl ${fmt(measured.ppl_reference)}`,
   '',
   '| method  | ppl      | ppl / fp | top-1 agree | KL     | rel. Frob. | zeros | ternary frac | audit | quantize s |',
+  // gptq+kd: the pipeline's quantize stage (GPTQ, teacher transcripts and distillation), timed by its evidence
   '|---------|----------|----------|-------------|--------|------------|-------|--------------|-------|------------|',
   ...rows.map((r) => `| ${r.method.padEnd(7)} | ${fmt(r.ppl, 2).padStart(8)} | ${fmt(r.ppl_ratio).padStart(8)} | ${fmt(r.top1_agreement).padStart(11)} | ${fmt(r.kl).padStart(6)} | ${fmt(r.mean_rel_frobenius).padStart(10)} | ${fmt(r.zero_share, 2).padStart(5)} | ${fmt(r.ternary_fraction, 4).padStart(12)} | ${r.audit.padEnd(5)} | ${fmt(r.quantize_s, 0).padStart(10)} |`),
   '',
@@ -121,5 +116,5 @@ process.stdout.write(`${lines.join('\n')}\n`);
 mkdirSync(join(root, 'bench', 'results'), { recursive: true });
 writeFileSync(
   join(root, 'bench', 'results', 'quality.json'),
-  `${JSON.stringify({ profile: 'smol', group_size: groupSize, params, heldout: measured.heldout, ppl_reference: measured.ppl_reference, rows, ordered, quantize: quantized, steps }, null, 2)}\n`,
+  `${JSON.stringify({ profile: 'smol', group_size: groupSize, params, heldout: measured.heldout, ppl_reference: measured.ppl_reference, rows, ordered, quantize: quantized, kd_stage: { seconds: kdStageSeconds, summary: kdEvidence.summary, overrides }, steps }, null, 2)}\n`,
 );

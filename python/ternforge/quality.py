@@ -178,29 +178,21 @@ def measure(config: dict[str, Any]) -> dict[str, Any]:
 
 # --- bench: `npm run bench:quality` (bench/quality.ts) drives these two steps around the TypeScript pack ---
 
-BENCH_METHODS = ("absmean", "twn", "gptq", "gptq+kd")
 
 
 def bench_quantize(config: dict[str, Any]) -> dict[str, Any]:
-    """Every bench method on one float model and one float plan, each written as an interchange under
-    `<work>/<method>/interchange`. GPTQ+KD starts from the GPTQ codes of the same run."""
-    import copy
-
+    """The data-free and GPTQ bench methods on one float model and one float plan, each written as an
+    interchange under `<work>/<method>/interchange`. GPTQ+KD is the pipeline's own quantize stage (the bench
+    runs it first), which starts from this same GPTQ computation."""
     from .quant import absmean, capture
-    from .quant.distill import KDConfig, distill, make_student
 
     work, model_dir, calib_dir = Path(config["work"]), config["model_dir"], config["calib_dir"]
     params = config["params"]
-    if not (Path(calib_dir) / "data_manifest.json").exists():
-        from .calib import fetch
-
-        fetch.run({"model_dir": model_dir, "out": calib_dir, "sources": config["calib_sources"]})
     g = int(params["group_size"])
     timings: dict[str, float] = {}
     t0 = time.time()
     prep = capture.prepare(model_dir, calib_dir, params)
     timings["prepare"] = time.time() - t0
-    float_state = copy.deepcopy(prep.model.state_dict())
     ternary_mods = prep.ternary_modules()
     mods = dict(prep.model.named_modules())
     reports: dict[str, Any] = {"allocation": {"fraction": prep.allocation.fraction,
@@ -218,39 +210,21 @@ def bench_quantize(config: dict[str, Any]) -> dict[str, Any]:
         out[s] = capture.TernaryTensor(W_q=W_q, scale=scale, group_size=g)
     export("absmean", out)
     timings["absmean"] = time.time() - t0
-    emit("progress", done=1, total=4, what="absmean")
+    emit("progress", done=1, total=3, what="absmean")
 
     t0 = time.time()
     out, _ = capture.run_twn(prep, params)
     export("twn", out)
     timings["twn"] = time.time() - t0
-    emit("progress", done=2, total=4, what="twn")
+    emit("progress", done=2, total=3, what="twn")
 
     t0 = time.time()
     gptq_out, rep = capture.run_gptq(prep, params, lambda d, n: emit("progress", done=d, total=n, what="gptq layer"))
     export("gptq", gptq_out)
     timings["gptq"] = time.time() - t0
     reports["gptq"] = {"mean_rel_err": sum(rep["gptq_rel_err"].values()) / max(1, len(rep["gptq_rel_err"]))}
-    emit("progress", done=3, total=4, what="gptq")
+    emit("progress", done=3, total=3, what="gptq")
 
-    t0 = time.time()
-    teacher = prep.model
-    student_model = copy.deepcopy(prep.model)
-    teacher.load_state_dict(float_state)
-    k = params.get("kd", {})
-    cfg = KDConfig(**{f: k[f] for f in KDConfig.__dataclass_fields__ if f in k})
-    s2m = {s: m for m, s in prep.m2s.items()}
-    student = make_student(student_model, {s2m[s]: tt for s, tt in gptq_out.items()})
-    from .quant.distill import kd_sequences
-
-    eos = int(read_manifest_eos(calib_dir))
-    seqs, kd_data = kd_sequences(teacher, model_dir, calib_dir, k, eos, 128)
-    history = distill(teacher, student_model, student, seqs, cfg, work / "kd",
-                      lambda r: emit("loss", **r) if r["step"] % 5 == 0 or r["step"] == 1 else None)
-    export("gptq+kd", {prep.m2s[m]: tl.export() for m, tl in student.items()})
-    timings["gptq+kd"] = time.time() - t0
-    reports["kd"] = {"data": kd_data, "steps": len(history), "first_kl": history[0]["kl"] if history else None,
-                     "last10_kl": sum(r["kl"] for r in history[-10:]) / max(1, len(history[-10:]))}
     result = {"timings_s": {k2: round(v, 1) for k2, v in timings.items()}, "reports": reports}
     (work / "quantize.json").write_text(json.dumps(result, indent=2) + "\n")
     return result

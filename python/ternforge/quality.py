@@ -179,7 +179,6 @@ def measure(config: dict[str, Any]) -> dict[str, Any]:
 # --- bench: `npm run bench:quality` (bench/quality.ts) drives these two steps around the TypeScript pack ---
 
 
-
 def bench_quantize(config: dict[str, Any]) -> dict[str, Any]:
     """The data-free and GPTQ bench methods on one float model and one float plan, each written as an
     interchange under `<work>/<method>/interchange`. GPTQ+KD is the pipeline's own quantize stage (the bench

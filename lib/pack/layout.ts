@@ -11,10 +11,11 @@
  * Because a row's length is a multiple of 4, packing row-major [out, in] equals packing the flat array, so
  * the kernels below work on flat byte runs (whole rows, or any chunk whose length is a multiple of 4).
  *
- * `packInto` / `unpackInto` run whole 64-code blocks through WebAssembly SIMD kernels (kernels.wat,
- * compiled into kernels.wasm.ts by scripts/gen-wasm.ts), a block run at a time through the module's own
- * memory, small enough to stay in cache; the rest goes through the scalar word kernels, which are also
- * exported as the reference the tests compare with. The scalar ones work on 32-bit words (little-endian
+ * Whole 64-code blocks go through WebAssembly SIMD kernels (kernels.wat, compiled into kernels.wasm.ts by
+ * scripts/gen-wasm.ts), a BLOCK at a time copied into the kernels' memory, small enough to stay in cache.
+ * `packCodes` / `unpackCodes` build their result in that memory (a copy out of WebAssembly memory is slow
+ * in V8); `packInto` / `unpackInto` copy each block out to the caller's array. What is left over goes
+ * through the scalar word kernels, which are also exported as the reference the tests compare with. The scalar ones work on 32-bit words (little-endian
  * hosts): pack turns each word of four int8 values into one byte with a few carry-free bit operations,
  * unpack maps each byte to the word of its four int8 values through a 256-entry table. The Python reader
  * is python/ternforge_server/packing.py.

@@ -4,11 +4,12 @@
  * one group size, each packed by the TypeScript packer, audited, and loaded by the server's own loader.
  * Prints a table and writes bench/results/quality.json.
  *
- *   1. tsx pipeline.ts quantize --profile smol: the pipeline's own GPTQ+KD model (fetch-model, fetch-calib,
- *      quantize; from the run cache when it is fresh). BENCH_GROUP_SIZE / BENCH_KD_STEPS become --set overrides.
- *   2. python -m ternforge.quality bench-quantize: on the same model, calibration text and parameters, the
- *      float budget plan, then absmean, TWN and GPTQ into <work>/<method>/interchange. GPTQ here is the same
- *      computation (same inputs and seed, deterministic) as the initialisation the pipeline distilled from.
+ *   1. python -m ternforge.quality bench-quantize: on the pipeline's smol model and calibration text and the
+ *      profile's parameters, the float budget plan, then absmean, TWN and GPTQ into <work>/<method>/interchange
+ *      (reused when its config is unchanged). GPTQ here is the same computation (same inputs and seed,
+ *      deterministic) as the initialisation the pipeline distilled from.
+ *   2. tsx pipeline.ts quantize --profile smol --wait: the pipeline's own GPTQ+KD model (from the run cache
+ *      when it is fresh). BENCH_GROUP_SIZE / BENCH_KD_STEPS become --set overrides.
  *   3. tsx lib/pack/cli.ts per method; tsx lib/audit/verify-command.ts --source <model> per method
  *   4. python -m ternforge.quality bench-measure: every packed model through ternforge_server.loader, one
  *      pass over the held-out sequences against one full-precision reference
@@ -16,7 +17,7 @@
  * Env: BENCH_KD_STEPS, BENCH_GROUP_SIZE, BENCH_WORK (default .ternforge/bench/quality).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { QuantizeParams } from '../schemas/generated/quantize.ts';
 
@@ -57,16 +58,27 @@ const overrides = [
   ...(groupSize !== profileQuantize.group_size ? [`quantize.group_size=${groupSize}`] : []),
   ...(kdSteps !== profileQuantize.kd?.steps ? [`quantize.kd.steps=${kdSteps}`] : []),
 ];
-run('pipeline quantize (smol): GPTQ+KD', tsx, [join(root, 'pipeline.ts'), 'quantize', '--profile', 'smol', '--wait', ...overrides.flatMap((o) => ['--set', o])]);
 const stageDir = (stage: string): string => join(root, '.ternforge', 'smol', stage);
 const modelDir = join(stageDir('fetch-model'), 'outputs', 'model');
 const calibDir = join(stageDir('fetch-calib'), 'outputs');
-const kdInterchange = join(stageDir('quantize'), 'outputs');
-const kdEvidence = JSON.parse(readFileSync(join(stageDir('quantize'), 'evidence.json'), 'utf8')) as { startedAt: string; endedAt: string; summary: unknown };
+const pipeline = (what: string, stage: string): string =>
+  run(what, tsx, [join(root, 'pipeline.ts'), stage, '--profile', 'smol', '--wait', ...overrides.flatMap((o) => ['--set', o])]);
+if (!existsSync(join(calibDir, 'data_manifest.json')) || !existsSync(join(modelDir, 'config.json'))) pipeline('pipeline fetch-model, fetch-calib (smol)', 'fetch-calib');
+// absmean, TWN, GPTQ; kept for the next run when the config is the same (they are deterministic).
 const params = { ...profileQuantize, group_size: groupSize, kd: { ...profileQuantize.kd, steps: kdSteps } };
 const qcfg = join(work, 'bench-quantize.json');
-writeFileSync(qcfg, JSON.stringify({ work, model_dir: modelDir, calib_dir: calibDir, params, base_model: 'HuggingFaceTB/SmolLM2-135M-Instruct' }));
-run('quantize: absmean, twn, gptq', python, ['-m', 'ternforge.quality', 'bench-quantize', qcfg, join(work, 'quantize-result.json')]);
+const qresult = join(work, 'quantize-result.json');
+const qtext = JSON.stringify({ work, model_dir: modelDir, calib_dir: calibDir, params, base_model: 'HuggingFaceTB/SmolLM2-135M-Instruct' });
+if (existsSync(qresult) && existsSync(qcfg) && readFileSync(qcfg, 'utf8') === qtext) {
+  process.stderr.write(`bench:quality: absmean, twn, gptq: reusing ${work} (same config)\n`);
+} else {
+  rmSync(qresult, { force: true });
+  writeFileSync(qcfg, qtext);
+  run('quantize: absmean, twn, gptq', python, ['-m', 'ternforge.quality', 'bench-quantize', qcfg, qresult]);
+}
+pipeline('pipeline quantize (smol): GPTQ+KD', 'quantize');
+const kdInterchange = join(stageDir('quantize'), 'outputs');
+const kdEvidence = JSON.parse(readFileSync(join(stageDir('quantize'), 'evidence.json'), 'utf8')) as { startedAt: string; endedAt: string; summary: unknown };
 const interchangeOf = (m: (typeof methods)[number]): string => (m === 'gptq+kd' ? kdInterchange : join(work, m, 'interchange'));
 
 const audits: Record<string, { pass: boolean; ternary_fraction: number; stored_ratio: number }> = {};

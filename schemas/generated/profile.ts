@@ -252,6 +252,10 @@ export interface QuantizeParams {
      * Longest teacher answer, in tokens, per chat transcript.
      */
     chat_max_new?: number;
+    /**
+     * Positions per chunk of the head and KL (recomputed in backward); 0: full logits at once.
+     */
+    logit_chunk?: number;
   };
 }
 /**

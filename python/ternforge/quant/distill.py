@@ -11,7 +11,8 @@ so dL/dU = dL/dW * scale and dL/dscale = sum over the group of dL/dW * T. U is k
 after each step so a code pushed past +-1 can come back. Everything else (embeddings, norms, float
 tensors) is frozen at the source values, so the emitted codes and scales are the only trained state.
 
-Loss on calibration sequences, teacher logits computed on the fly (no cache):
+Loss on calibration sequences, teacher logits computed on the fly (no cache); with `logit_chunk` the head and
+the KL run a chunk of positions at a time (chunked_kd_loss), so full logits never exist at once:
     L = tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau))  +  hidden_mse * mean_l ||h_s,l - h_t,l||^2 / ||h_t,l||^2
 AdamW over U (lr) and scales (scale_lr), at a constant rate or (`schedule: cosine`) after `warmup` linear
 steps decaying along a half cosine to zero at `steps`, so the last steps settle the codes instead of
@@ -53,6 +54,7 @@ class KDConfig:
     grad_clip: float = 1.0
     schedule: str = "constant"  # or "cosine"
     warmup: int = 0
+    logit_chunk: int = 0  # > 0: the head and the KL run over this many positions at a time (chunked_kd_loss)
 
 
 def lr_factor(cfg: KDConfig, step: int) -> float:
@@ -117,6 +119,30 @@ def make_student(model: nn.Module, ternary: dict[str, TernaryTensor]) -> dict[st
 def _outputs(model: nn.Module, ids: torch.Tensor, hidden: bool):
     out = model(input_ids=ids, use_cache=False, output_hidden_states=hidden)
     return out.logits.float(), (out.hidden_states if hidden else None)
+
+
+def _final_hidden(model: nn.Module, ids: torch.Tensor, hidden: bool):
+    """The base model's normed last hidden state (no logits) and, when asked, every layer's hidden state."""
+    out = model.model(input_ids=ids, use_cache=False, output_hidden_states=hidden)
+    return out.last_hidden_state, (out.hidden_states if hidden else None)
+
+
+def chunked_kd_loss(student_head: nn.Module, h_s: torch.Tensor, teacher_head: nn.Module, h_t: torch.Tensor,
+                    tau: float, chunk: int) -> torch.Tensor:
+    """kd_loss over the logits of final hidden states, `chunk` positions at a time, each chunk's logits
+    recomputed in the backward pass instead of kept: the full [positions, vocab] logits (8 GB per copy for
+    8192 positions of a 248 k vocabulary) never exist at once. Equal to kd_loss on the full logits."""
+    hs, ht = h_s.reshape(-1, h_s.shape[-1]), h_t.reshape(-1, h_t.shape[-1])
+
+    def piece(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        s = F.log_softmax(student_head(a).float() / tau, -1)
+        t = F.log_softmax(teacher_head(b).float() / tau, -1)
+        return F.kl_div(s, t, log_target=True, reduction="sum")
+
+    total = torch.zeros((), device=h_s.device)
+    for i in range(0, hs.shape[0], chunk):
+        total = total + torch.utils.checkpoint.checkpoint(piece, hs[i:i + chunk], ht[i:i + chunk], use_reentrant=False)
+    return total / hs.shape[0] * tau * tau
 
 
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, tau: float) -> torch.Tensor:
@@ -216,10 +242,17 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
         for g, base in zip(opt.param_groups, bases):
             g["lr"] = base * lr_factor(cfg, step)
         ids = _batch_at(step, seqs, cfg.batch_size, cfg.seed).to(device)
-        with torch.no_grad():
-            t_logits, t_hidden = _outputs(teacher, ids, hidden)
-        s_logits, s_hidden = _outputs(student_model, ids, hidden)
-        kl = kd_loss(s_logits, t_logits, cfg.temperature)
+        if cfg.logit_chunk > 0:
+            with torch.no_grad():
+                t_last, t_hidden = _final_hidden(teacher, ids, hidden)
+            s_last, s_hidden = _final_hidden(student_model, ids, hidden)
+            kl = chunked_kd_loss(student_model.get_output_embeddings(), s_last, teacher.get_output_embeddings(), t_last,
+                                 cfg.temperature, cfg.logit_chunk)
+        else:
+            with torch.no_grad():
+                t_logits, t_hidden = _outputs(teacher, ids, hidden)
+            s_logits, s_hidden = _outputs(student_model, ids, hidden)
+            kl = kd_loss(s_logits, t_logits, cfg.temperature)
         loss = kl
         mse = torch.zeros(())
         if hidden:

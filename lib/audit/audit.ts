@@ -153,7 +153,13 @@ async function checkShards(dir: string, manifest: QuantizationManifest, open: Ma
     rangesByShard.set(t.shard, list);
   }
   // Every shard at once: the scanner spreads them over its threads; results are reported in manifest order.
-  const todo = manifest.shards.filter((shard, i) => open.has(shard.file) && !out.some((r) => r.file === shard.file) && manifest.shards.findIndex((x) => x.file === shard.file) === i);
+  const seen = new Set(out.map((r) => r.file));
+  const todo: Array<QuantizationManifest['shards'][number]> = [];
+  for (const shard of manifest.shards) {
+    if (!open.has(shard.file) || seen.has(shard.file)) continue;
+    seen.add(shard.file);
+    todo.push(shard);
+  }
   const scans = await Promise.all(todo.map((shard) => scanner.scan(open.get(shard.file)!.path, rangesByShard.get(shard.file) ?? [])));
   for (const [i, shard] of todo.entries()) {
     const scan = scans[i]!;

@@ -110,6 +110,24 @@ def test_teacher_transcripts_are_templated_prompts_with_the_teachers_greedy_answ
     assert w.flatten().tolist() == [x for t in a for x in t][: w.numel()]
 
 
+def test_self_written_requests_are_seeded_distinct_and_leave_the_global_generator_alone(tiny_fetch_dir: Path) -> None:
+    from ternforge.quant.chatdata import load_tokenizer, self_requests, user_turn_prefix
+
+    model_dir = tiny_fetch_dir / "model"
+    teacher = load_float_model(model_dir)
+    tok = load_tokenizer(model_dir)
+    assert user_turn_prefix(tok).endswith("<|im_start|>user\n")
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    # A random model's end-of-turn token comes by chance: a hot temperature makes that likely within 64 tokens.
+    a = self_requests(teacher, tok, 6, seed=7, max_tokens=64, temperature=4.0, batch_size=4)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    b = self_requests(teacher, tok, 6, seed=7, max_tokens=64, temperature=4.0, batch_size=4)
+    c = self_requests(teacher, tok, 6, seed=8, max_tokens=64, temperature=4.0, batch_size=4)
+    assert a == b and a != c
+    assert 0 < len(a) <= 6 and len(set(a)) == len(a) and all(x and x == x.strip() for x in a)
+
+
 def test_chunked_kd_loss_equals_the_full_logit_loss_and_its_gradients(tiny_fetch_dir: Path) -> None:
     from ternforge.quant.distill import _final_hidden, chunked_kd_loss
 

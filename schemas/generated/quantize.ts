@@ -88,6 +88,10 @@ export interface QuantizeParams {
      */
     chat_prompts?: number;
     /**
+     * Further chat transcripts whose request the teacher writes itself (fed the template up to a user message, sampled with the quantize seed; the Magpie recipe), answered greedily like the others. No outside text enters them.
+     */
+    chat_self_prompts?: number;
+    /**
      * Longest teacher answer, in tokens, per chat transcript.
      */
     chat_max_new?: number;

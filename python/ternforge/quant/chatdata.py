@@ -8,7 +8,14 @@ document inside one of a few fixed instructions), rendered with the model's chat
 greedily by the teacher up to `max_new` tokens. A transcript keeps the teacher's end-of-turn token, so the
 student learns where an answer stops. Only `calibration` text is used, and nothing here is a benchmark item.
 
-Deterministic: snippets are chosen evenly over the documents in manifest order, generation is greedy.
+Snippet prompts are all about a given text, and a weak student trained on them alone learns one reply
+("The text is about ...") for every request. So the teacher may also write the user's side
+(`self_prompts`, the Magpie recipe): fed the chat template only up to where a user message starts, an
+instruction-tuned model samples a request of the kind it was tuned on, which it then answers like any
+other. No outside text enters those transcripts at all.
+
+Deterministic: snippets are chosen evenly over the documents in manifest order, answers are greedy, and
+self-written requests are sampled from a seeded generator.
 """
 from __future__ import annotations
 
@@ -38,39 +45,111 @@ def snippets(docs: list[torch.Tensor], tokenizer, n: int, tokens: int) -> list[s
     return out
 
 
-@torch.no_grad()
-def teacher_transcripts(teacher: torch.nn.Module, tokenizer, docs: list[torch.Tensor], n: int, max_new: int,
-                        snippet_tokens: int = 64, batch_size: int = 16, device: str = "cpu") -> tuple[list[list[int]], int]:
-    """Token ids of `n` chat transcripts: the templated prompt, then the teacher's greedy answer (ending with
-    its end-of-turn token unless it ran out of `max_new`); and how many answers stopped by themselves."""
+def _eos_ids(teacher: torch.nn.Module) -> set[int]:
     eos = teacher.generation_config.eos_token_id if getattr(teacher, "generation_config", None) else None
     eos = eos if eos is not None else teacher.config.eos_token_id
-    eos_ids = set(eos if isinstance(eos, list) else [eos])
+    return set(eos if isinstance(eos, list) else [eos])
+
+
+def _left_padded(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    return ids, mask
+
+
+def _until_stop(tokens: list[int], eos_ids: set[int]) -> int | None:
+    return next((k for k, t in enumerate(tokens) if t in eos_ids), None)
+
+
+@torch.no_grad()
+def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: int, batch_size: int = 16,
+           device: str = "cpu") -> tuple[list[list[int]], int]:
+    """Token ids of one chat transcript per request: the templated prompt, then the teacher's greedy answer
+    (ending with its end-of-turn token unless it ran out of `max_new`); and how many answers stopped."""
+    eos_ids = _eos_ids(teacher)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids))
     prompts = []
-    for i, snip in enumerate(snippets(docs, tokenizer, n, snippet_tokens)):
-        messages = [{"role": "user", "content": INSTRUCTIONS[i % len(INSTRUCTIONS)].format(snippet=snip)}]
-        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    for request in requests:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": request}], add_generation_prompt=True,
+                                             tokenize=False)
         prompts.append(tokenizer.encode(text, add_special_tokens=False))
     out: list[list[int]] = []
     stopped = 0
     teacher.eval()
     for b in range(0, len(prompts), batch_size):
         batch = prompts[b:b + batch_size]
-        width = max(len(p) for p in batch)
-        ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, p in enumerate(batch):
-            ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
+        ids, mask = _left_padded(batch, pad)
         gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new,
                                do_sample=False, eos_token_id=sorted(eos_ids), pad_token_id=pad)
         for i, p in enumerate(batch):
-            answer = gen[i, width:].tolist()
-            stop = next((k for k, t in enumerate(answer) if t in eos_ids), None)
-            out.append(p + (answer[:stop + 1] if stop is not None else answer))
+            reply = gen[i, ids.shape[1]:].tolist()
+            stop = _until_stop(reply, eos_ids)
+            out.append(p + (reply[:stop + 1] if stop is not None else reply))
             stopped += stop is not None
     return out, stopped
+
+
+def snippet_requests(docs: list[torch.Tensor], tokenizer, n: int, snippet_tokens: int = 64) -> list[str]:
+    """`n` requests about calibration snippets, cycling through INSTRUCTIONS."""
+    return [INSTRUCTIONS[i % len(INSTRUCTIONS)].format(snippet=snip)
+            for i, snip in enumerate(snippets(docs, tokenizer, n, snippet_tokens))]
+
+
+def teacher_transcripts(teacher: torch.nn.Module, tokenizer, docs: list[torch.Tensor], n: int, max_new: int,
+                        snippet_tokens: int = 64, batch_size: int = 16, device: str = "cpu") -> tuple[list[list[int]], int]:
+    """`n` transcripts of requests about calibration snippets, answered by the teacher (see `answer`)."""
+    return answer(teacher, tokenizer, snippet_requests(docs, tokenizer, n, snippet_tokens), max_new, batch_size,
+                  device)
+
+
+USER_MARK = "\x00ternforge-user\x00"
+
+
+def user_turn_prefix(tokenizer) -> str:
+    """The chat template's text before a user message's content (system turn included where it adds one)."""
+    text = tokenizer.apply_chat_template([{"role": "user", "content": USER_MARK}], tokenize=False)
+    if USER_MARK not in text:
+        raise ValueError("the chat template does not render the user's message verbatim")
+    return text[:text.index(USER_MARK)]
+
+
+@torch.no_grad()
+def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_tokens: int = 64,
+                  temperature: float = 1.0, top_p: float = 0.95, batch_size: int = 16, device: str = "cpu") -> list[str]:
+    """`n` distinct user requests written by the teacher itself (Magpie): it is fed the template up to where a
+    user message starts and samples, from a generator seeded with `seed`, until its end-of-turn token.
+    Samples that run past `max_tokens`, are blank, or repeat an earlier one are dropped and drawn again (at
+    most 4n draws in all)."""
+    eos_ids = _eos_ids(teacher)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids))
+    prefix = tokenizer.encode(user_turn_prefix(tokenizer), add_special_tokens=False)
+    out: list[str] = []
+    seen: set[str] = set()
+    teacher.eval()
+    draws = 0
+    while len(out) < n and draws < 4 * n:
+        rows = min(batch_size, 4 * n - draws)
+        draws += rows
+        ids, mask = _left_padded([prefix] * rows, pad)
+        cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):  # generate() samples from the global generators: seed, restore
+            torch.manual_seed(seed + draws)
+            gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_tokens,
+                                   do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
+                                   eos_token_id=sorted(eos_ids), pad_token_id=pad)
+        for row in gen[:, ids.shape[1]:].tolist():
+            stop = _until_stop(row, eos_ids)
+            if stop is None:
+                continue
+            text = tokenizer.decode(row[:stop], skip_special_tokens=True).strip()
+            if text and text not in seen and len(out) < n:
+                seen.add(text)
+                out.append(text)
+    return out
 
 
 def windows(transcripts: list[list[int]], seq_len: int) -> torch.Tensor:

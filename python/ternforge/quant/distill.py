@@ -280,25 +280,30 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
 
 
 def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Path, k: dict, eos: int,
-                 default_seq_len: int, device: str = "cpu") -> tuple[torch.Tensor, dict]:
-    """The distillation windows: `sequences` windows of calibration text (all when absent) and, when
-    `chat_prompts` > 0, windows over teacher-written chat transcripts (chatdata.py) of `chat_max_new` tokens
-    at most per answer. Returns [n, seq_len] ids and what went into them."""
+                 default_seq_len: int, device: str = "cpu", seed: int = 0) -> tuple[torch.Tensor, dict]:
+    """The distillation windows: `sequences` windows of calibration text (all when absent) and windows over
+    teacher-written chat transcripts (chatdata.py) of `chat_max_new` tokens at most per answer: `chat_prompts`
+    requests about calibration snippets and `chat_self_prompts` requests the teacher writes itself (sampled
+    with `seed`). Returns [n, seq_len] ids and what went into them."""
     from ..calib.tokens import load_role, sequences
-    from .chatdata import load_tokenizer, teacher_transcripts, windows
+    from .chatdata import answer, load_tokenizer, self_requests, snippet_requests, windows
 
     seq_len = int(k.get("seq_len", default_seq_len))
     docs = load_role(calib_dir, "calibration")
     text = sequences(docs, seq_len, k.get("sequences"), eos)
     info: dict = {"text_windows": int(text.shape[0]), "seq_len": seq_len}
-    n_chat = int(k.get("chat_prompts", 0))
-    if n_chat <= 0:
+    n_snip, n_self = int(k.get("chat_prompts", 0)), int(k.get("chat_self_prompts", 0))
+    if n_snip + n_self <= 0:
         return text, info
     tok = load_tokenizer(model_dir)
-    transcripts, stopped = teacher_transcripts(teacher, tok, docs, n_chat, int(k.get("chat_max_new", 128)), device=device)
+    requests = snippet_requests(docs, tok, n_snip) if n_snip else []
+    written = self_requests(teacher, tok, n_self, seed, device=device) if n_self else []
+    transcripts, stopped = answer(teacher, tok, requests + written, int(k.get("chat_max_new", 128)), device=device)
     chat = windows(transcripts, seq_len)
     info.update({"chat_transcripts": len(transcripts), "chat_windows": int(chat.shape[0]),
                  "chat_tokens": sum(len(t) for t in transcripts), "chat_stopped": stopped})
+    if n_self:
+        info.update({"chat_self_written": len(written), "chat_self_examples": written[:12]})
     return torch.cat([text, chat]), info
 
 
@@ -321,7 +326,7 @@ def run_gptq_kd(prep, params: dict, work_dir: str | Path | None,
     eos = int(eos[0] if isinstance(eos, list) else (eos if eos is not None else 0))
     cal = params.get("calibration", {})
     seqs, data = kd_sequences(teacher, params["model_dir"], params["calib_dir"], k, eos, int(cal.get("seq_len", 256)),
-                              params.get("device", "cpu"))
+                              params.get("device", "cpu"), cfg.seed)
     history = distill(teacher, prep.model, student, seqs, cfg, work_dir, on_step)
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
     first = history[0]["kl"] if history else None

@@ -3,7 +3,13 @@
     npm run bench:serve                      # the tiny fixture submission, CPU
     npm run bench:serve -- --dir dist/smol   # an emitted submission
 Prints a table and writes bench/results/serve.json. Requests go to /v1/completions with temperature 0 and
-a fixed max_tokens, so every request decodes exactly that many tokens unless it stops.
+a fixed max_tokens, so every request decodes that many tokens unless it stops.
+
+Every row counts the same thing: completion tokens a client receives (usage.completion_tokens; the stop
+token is not one). The static batch is one `generate` call with the server's stop ids; it runs until its
+longest row ends, and the positions it pads after a row's stop are not counted (they are listed apart as
+`padded_tokens`). Greedy decoding makes all three modes produce the same replies, so each row's token
+counts are compared too (`same_lengths`).
 """
 from __future__ import annotations
 
@@ -35,12 +41,14 @@ def main() -> int:
     ap.add_argument("--dir", default="")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--cpu-linear", choices=["decode", "plain"], default="decode",
+                    help="the server's --cpu-linear; the static batch uses the same")
     args = ap.parse_args()
     from server_fixtures import ServerProcess, build_submission
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     sub = Path(args.dir).resolve() if args.dir else build_submission(tmp / "sub")
-    srv = ServerProcess(sub, tmp / "server.log", "--device", args.device)
+    srv = ServerProcess(sub, tmp / "server.log", "--device", args.device, "--cpu-linear", args.cpu_linear)
     try:
         srv.wait_ready(600)
         url = srv.url + "/v1/completions"
@@ -51,7 +59,7 @@ def main() -> int:
 
         one(PROMPTS[0])  # warm
         t0 = time.perf_counter()
-        seq_tokens = sum(one(p) for p in PROMPTS)
+        seq_lengths = [one(p) for p in PROMPTS]
         seq_s = time.perf_counter() - t0
 
         lat: list[float] = []
@@ -68,7 +76,7 @@ def main() -> int:
         t0 = time.perf_counter()
         poller.start()
         with cf.ThreadPoolExecutor(16) as pool:
-            conc_tokens = sum(pool.map(one, PROMPTS))
+            conc_lengths = list(pool.map(one, PROMPTS))
         conc_s = time.perf_counter() - t0
         stop.set()
         poller.join()
@@ -78,33 +86,45 @@ def main() -> int:
     # One static batch-16 generate on the same prompts, in-process, through the same loader.
     import torch
 
-    from ternforge_server.loader import load_model
-
     import os
+
+    from ternforge_server.controller import ReasoningController
+    from ternforge_server.loader import load_model
 
     torch.set_num_threads(max(1, min(8, (os.cpu_count() or 2) // 2)))  # the server's CPU default
     model, tok, _ = load_model(sub, args.device)
+    if args.device == "cpu" and args.cpu_linear == "decode":
+        from ternforge_server import cpu_linear
+
+        cpu_linear.apply(model)
+    stop_ids = sorted(ReasoningController(None, tok).eos_ids)  # what /v1/completions stops on
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     enc = tok(PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
     with torch.inference_mode():
-        model.generate(**enc, max_new_tokens=4, do_sample=False)
+        model.generate(**enc, max_new_tokens=4, do_sample=False, pad_token_id=tok.pad_token_id)
         t0 = time.perf_counter()
-        out = model.generate(**enc, max_new_tokens=args.max_tokens, min_new_tokens=args.max_tokens,
-                             do_sample=False)
+        out = model.generate(**enc, max_new_tokens=args.max_tokens, do_sample=False, eos_token_id=stop_ids,
+                             pad_token_id=tok.pad_token_id)
         static_s = time.perf_counter() - t0
-    static_tokens = int((out.shape[1] - enc["input_ids"].shape[1]) * out.shape[0])
+    generated = out[:, enc["input_ids"].shape[1]:].tolist()
+    static_lengths = [next((k for k, t in enumerate(row) if t in stop_ids), len(row)) for row in generated]
+    static_tokens, padded_tokens = sum(static_lengths), len(generated) * len(generated[0])
+    seq_tokens, conc_tokens = sum(seq_lengths), sum(conc_lengths)
 
-    p99 = statistics.quantiles(lat, n=100)[98] if len(lat) > 2 else max(lat)
+    p99 = statistics.quantiles(lat, n=100, method="inclusive")[98] if len(lat) > 2 else max(lat)
     rows = {
         "one_at_a_time": {"tokens": seq_tokens, "seconds": round(seq_s, 3), "tok_s": round(seq_tokens / seq_s, 1)},
         "concurrent_16": {"tokens": conc_tokens, "seconds": round(conc_s, 3), "tok_s": round(conc_tokens / conc_s, 1)},
         "static_batch_16": {"tokens": static_tokens, "seconds": round(static_s, 3),
-                            "tok_s": round(static_tokens / static_s, 1)},
+                            "tok_s": round(static_tokens / static_s, 1), "padded_tokens": padded_tokens},
     }
     result = {
-        "submission": str(sub), "device": args.device, "max_tokens": args.max_tokens, "rows": rows,
+        "submission": str(sub), "device": args.device, "cpu_linear": args.cpu_linear, "max_tokens": args.max_tokens,
+        "rows": rows,
+        "same_lengths": seq_lengths == conc_lengths == static_lengths,
+        "lengths": {"one_at_a_time": seq_lengths, "concurrent_16": conc_lengths, "static_batch_16": static_lengths},
         "speedup_vs_one_at_a_time": round(rows["concurrent_16"]["tok_s"] / rows["one_at_a_time"]["tok_s"], 2),
         "ratio_vs_static_batch": round(rows["concurrent_16"]["tok_s"] / rows["static_batch_16"]["tok_s"], 2),
         "health_under_load_ms": {"n": len(lat), "p50": round(statistics.median(lat) * 1000, 2),
@@ -115,6 +135,8 @@ def main() -> int:
         print(f"{k:<18}{v['tokens']:>8}{v['seconds']:>10}{v['tok_s']:>10}")
     print(f"16-concurrent / one-at-a-time: {result['speedup_vs_one_at_a_time']}x; "
           f"/ static batch: {result['ratio_vs_static_batch']}x")
+    print(f"static batch: {padded_tokens} positions decoded, {static_tokens} of them before a row's stop; "
+          f"per-request lengths {'agree' if result['same_lengths'] else 'DIFFER'} across the three modes")
     h = result["health_under_load_ms"]
     print(f"/health under load: n={h['n']} p50={h['p50']} ms p99={h['p99']} ms max={h['max']} ms")
     out_path = ROOT / "bench" / "results" / "serve.json"

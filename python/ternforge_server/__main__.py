@@ -41,6 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reserve", action="append", default=[], metavar="KIND=N",
                    help="answer reserve in tokens for a prompt kind (choice, math, code, default)")
     p.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: half the cores)")
+    p.add_argument("--cpu-linear", choices=["decode", "plain"], default="decode",
+                   help="CPU only: decode-shaped linears as W @ x^T (cpu_linear.py), or plain F.linear")
     p.add_argument("--no-warmup", action="store_true")
     return p.parse_args(argv)
 

@@ -70,21 +70,19 @@ class GenerationStream:
             self._loop, self._queue = None, None
 
     # --- engine side (any thread)
-    def _push(self, token: int) -> None:
+    def _push(self, token: int, post: "_Post | None" = None) -> None:
         self.tokens.append(token)
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, token)  # type: ignore[union-attr]
+            (post or _Post()).add(self, token)
 
-    def _finish(self, reason: str, stop_token: int | None = None, error: str | None = None) -> None:
+    def _finish(self, reason: str, stop_token: int | None = None, error: str | None = None,
+                post: "_Post | None" = None) -> None:
         if self._done.is_set():
             return
         self.finish_reason, self.stop_token, self.error = reason, stop_token, error
         self._done.set()
         if self._loop is not None:
-            try:
-                self._loop.call_soon_threadsafe(self._queue.put_nowait, None)  # type: ignore[union-attr]
-            except RuntimeError:  # loop closed
-                pass
+            (post or _Post()).add(self, None)
 
     # --- consumer side
     def cancel(self) -> None:
@@ -119,6 +117,33 @@ class GenerationStream:
 
     def __await__(self):
         return self.result().__await__()
+
+
+class _Post:
+    """Items for streams' asyncio queues, handed to each event loop in one call when the post is sent (or at
+    once when a stream is fed outside a step): one wake-up of the HTTP loop per decode step, not one per row."""
+
+    def __init__(self, deferred: bool = False) -> None:
+        self.deferred = deferred
+        self.items: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Queue, int | None]]] = {}
+
+    def add(self, stream: GenerationStream, item: int | None) -> None:
+        self.items.setdefault(stream._loop, []).append((stream._queue, item))  # type: ignore[arg-type]
+        if not self.deferred:
+            self.send()
+
+    def send(self) -> None:
+        items, self.items = self.items, {}
+        for loop, batch in items.items():
+            try:
+                loop.call_soon_threadsafe(_deliver, batch)
+            except RuntimeError:  # loop closed
+                pass
+
+
+def _deliver(batch: list[tuple[asyncio.Queue, int | None]]) -> None:
+    for queue, item in batch:
+        queue.put_nowait(item)
 
 
 @dataclass
@@ -329,6 +354,7 @@ class BatchEngine:
         """Deliver the sampled tokens of rows[start:], then drop every finished row from the batch."""
         values = tokens.tolist()
         now = time.monotonic()
+        post = _Post(deferred=True)
         for i, tok in enumerate(values):
             row = self._rows[start + i]
             row.position += 1
@@ -336,18 +362,19 @@ class BatchEngine:
             self.stats.tokens += 1
             stream = row.req.stream
             if tok in row.req.stop_ids:
-                stream._finish("stop", stop_token=tok)
+                stream._finish("stop", stop_token=tok, post=post)
                 continue
-            stream._push(tok)
+            stream._push(tok, post)
             if row.generated >= row.req.max_new:
-                stream._finish("length")
+                stream._finish("length", post=post)
         for row in self._rows:
             if row.req.stream.done:
                 continue
             if row.req.stream.cancelled:
-                row.req.stream._finish("cancelled")
+                row.req.stream._finish("cancelled", post=post)
             elif row.req.deadline is not None and now >= row.req.deadline:
-                row.req.stream._finish("deadline")
+                row.req.stream._finish("deadline", post=post)
+        post.send()
         keep = [i for i, row in enumerate(self._rows) if not row.req.stream.done]
         if len(keep) < len(self._rows):
             self._select(keep)

@@ -62,6 +62,10 @@ def build_serving(sub: Path, args: argparse.Namespace) -> Serving:
 
     model, tokenizer, load_report = load_model(sub, device, args.dtype)
     report = {"engine": "builtin", **load_report.to_json()}
+    if device.type == "cpu" and getattr(args, "cpu_linear", "decode") == "decode":
+        from . import cpu_linear
+
+        report["cpu_linear"] = {"mode": "decode", "modules": cpu_linear.apply(model)}
     max_batch = args.max_batch or (64 if device.type == "cuda" else 16)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     engine = BatchEngine(model, max_batch=max_batch, max_queue=args.max_queue, pad_id=int(pad)).start()

@@ -131,11 +131,11 @@ def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_to
     seen: set[str] = set()
     teacher.eval()
     draws = 0
+    cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
     while len(out) < n and draws < 4 * n:
         rows = min(batch_size, 4 * n - draws)
         draws += rows
         ids, mask = _left_padded([prefix] * rows, pad)
-        cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):  # generate() samples from the global generators: seed, restore
             torch.manual_seed(seed + draws)
             gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_tokens,

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from ternforge.quant import twn
 from ternforge.quant.capture import TernaryTensor, load_float_model, module_to_source, source_tensor_names
@@ -32,7 +33,7 @@ def _setup(model_dir: Path):
 
 @torch.no_grad()
 def _kl(teacher, student_model, seqs) -> float:
-    return float(kd_loss(student_model(input_ids=seqs).logits.float(), teacher(input_ids=seqs).logits.float(), 1.0))
+    return float(kd_loss(student_model(input_ids=seqs).logits.float(), teacher(input_ids=seqs).logits.float(), 1.0)[1])
 
 
 def test_student_starts_at_its_codes_and_distillation_lowers_the_kl(tiny_fetch_dir: Path) -> None:
@@ -133,7 +134,8 @@ def test_chunked_kd_loss_equals_the_full_logit_loss_and_its_gradients(tiny_fetch
 
     teacher, sm, st, _, seqs = _setup(tiny_fetch_dir / "model")
     ids = seqs[:3]
-    full = kd_loss(sm(input_ids=ids).logits.float(), teacher(input_ids=ids).logits.float(), 2.0)
+    stop = [int(teacher.config.eos_token_id)]
+    full, full_kl = kd_loss(sm(input_ids=ids).logits.float(), teacher(input_ids=ids).logits.float(), 2.0, stop, 3.0)
     full.backward()
     g_full = {n: tl.U.grad.clone() for n, tl in st.items()}
     for tl in st.values():
@@ -141,12 +143,31 @@ def test_chunked_kd_loss_equals_the_full_logit_loss_and_its_gradients(tiny_fetch
     h_s, _ = _final_hidden(sm, ids, False)
     with torch.no_grad():
         h_t, _ = _final_hidden(teacher, ids, False)
-    chunked = chunked_kd_loss(sm.get_output_embeddings(), h_s, teacher.get_output_embeddings(), h_t, 2.0, chunk=7)
+    chunked, chunked_kl = chunked_kd_loss(sm.get_output_embeddings(), h_s, teacher.get_output_embeddings(), h_t, 2.0,
+                                          chunk=7, stop_ids=stop, stop_weight=3.0)
     chunked.backward()
-    assert torch.allclose(chunked, full, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(chunked, full, rtol=1e-5, atol=1e-6) and torch.allclose(chunked_kl, full_kl, rtol=1e-5)
+    assert not torch.allclose(full, full_kl, rtol=1e-4)  # the weights took part
     for n, tl in st.items():
         assert torch.allclose(tl.U.grad, g_full[n], rtol=1e-4, atol=1e-6), n
     # and through the training loop
     history = distill(teacher, sm, st, seqs, KDConfig(steps=2, lr=0.05, scale_lr=5e-3, batch_size=4, logit_chunk=16,
-                                                      hidden_mse=0.5))
+                                                      hidden_mse=0.5, stop_weight=4.0))
     assert len(history) == 2 and all(math.isfinite(r["kl"]) and math.isfinite(r["hidden_mse"]) for r in history)
+
+
+def test_stop_weight_counts_each_position_by_the_teachers_end_of_turn_probability() -> None:
+    """Two positions: the teacher almost surely stops at the second. Their KLs are averaged with weights 1 and
+    about 1 + stop_weight; the plain KL beside it is their unweighted mean; stop_weight 0 gives the plain KL."""
+    vocab, stop = 5, 3
+    t = torch.tensor([[2.0, 1.0, 0.0, -1.0, 0.5], [-9.0, -9.0, -9.0, 9.0, -9.0]])
+    s = torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 0.0, 0.5, 0.0]])
+    per = [float(F.kl_div(F.log_softmax(s[i], -1), F.log_softmax(t[i], -1), log_target=True, reduction="sum"))
+           for i in range(2)]
+    w = [1 + 10 * float(F.softmax(t[i], -1)[stop]) for i in range(2)]
+    loss, kl = kd_loss(s.view(1, 2, vocab), t.view(1, 2, vocab), 1.0, [stop], 10.0)
+    assert w[0] < 1.3 and w[1] > 10.9
+    assert math.isclose(float(kl), sum(per) / 2, rel_tol=1e-6)
+    assert math.isclose(float(loss), (w[0] * per[0] + w[1] * per[1]) / sum(w), rel_tol=1e-6)
+    plain, kl0 = kd_loss(s.view(1, 2, vocab), t.view(1, 2, vocab), 1.0, [stop], 0.0)
+    assert float(plain) == float(kl0) == float(kl)

@@ -257,6 +257,10 @@ export interface QuantizeParams {
      */
     chat_max_new?: number;
     /**
+     * Each position's KL counts 1 + stop_weight * (the teacher's probability of an end-of-turn token there) times in the mean, so the student learns where answers end; 0: every position alike.
+     */
+    stop_weight?: number;
+    /**
      * Positions per chunk of the head and KL (recomputed in backward); 0: full logits at once.
      */
     logit_chunk?: number;

@@ -45,7 +45,7 @@ def snippets(docs: list[torch.Tensor], tokenizer, n: int, tokens: int) -> list[s
     return out
 
 
-def _eos_ids(teacher: torch.nn.Module) -> set[int]:
+def eos_ids(teacher: torch.nn.Module) -> set[int]:
     eos = teacher.generation_config.eos_token_id if getattr(teacher, "generation_config", None) else None
     eos = eos if eos is not None else teacher.config.eos_token_id
     return set(eos if isinstance(eos, list) else [eos])
@@ -61,8 +61,8 @@ def _left_padded(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torc
     return ids, mask
 
 
-def _until_stop(tokens: list[int], eos_ids: set[int]) -> int | None:
-    return next((k for k, t in enumerate(tokens) if t in eos_ids), None)
+def _until_stop(tokens: list[int], stops: set[int]) -> int | None:
+    return next((k for k, t in enumerate(tokens) if t in stops), None)
 
 
 @torch.no_grad()
@@ -70,8 +70,8 @@ def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: in
            device: str = "cpu") -> tuple[list[list[int]], int]:
     """Token ids of one chat transcript per request: the templated prompt, then the teacher's greedy answer
     (ending with its end-of-turn token unless it ran out of `max_new`); and how many answers stopped."""
-    eos_ids = _eos_ids(teacher)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids))
+    stops = eos_ids(teacher)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(stops))
     prompts = []
     for request in requests:
         text = tokenizer.apply_chat_template([{"role": "user", "content": request}], add_generation_prompt=True,
@@ -84,10 +84,10 @@ def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: in
         batch = prompts[b:b + batch_size]
         ids, mask = _left_padded(batch, pad)
         gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new,
-                               do_sample=False, eos_token_id=sorted(eos_ids), pad_token_id=pad)
+                               do_sample=False, eos_token_id=sorted(stops), pad_token_id=pad)
         for i, p in enumerate(batch):
             reply = gen[i, ids.shape[1]:].tolist()
-            stop = _until_stop(reply, eos_ids)
+            stop = _until_stop(reply, stops)
             out.append(p + (reply[:stop + 1] if stop is not None else reply))
             stopped += stop is not None
     return out, stopped
@@ -124,8 +124,8 @@ def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_to
     user message starts and samples, from a generator seeded with `seed`, until its end-of-turn token.
     Samples that run past `max_tokens`, are blank, or repeat an earlier one are dropped and drawn again (at
     most 4n draws in all)."""
-    eos_ids = _eos_ids(teacher)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids))
+    stops = eos_ids(teacher)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(stops))
     prefix = tokenizer.encode(user_turn_prefix(tokenizer), add_special_tokens=False)
     out: list[str] = []
     seen: set[str] = set()
@@ -140,9 +140,9 @@ def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_to
             torch.manual_seed(seed + draws)
             gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_tokens,
                                    do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
-                                   eos_token_id=sorted(eos_ids), pad_token_id=pad)
+                                   eos_token_id=sorted(stops), pad_token_id=pad)
         for row in gen[:, ids.shape[1]:].tolist():
-            stop = _until_stop(row, eos_ids)
+            stop = _until_stop(row, stops)
             if stop is None:
                 continue
             text = tokenizer.decode(row[:stop], skip_special_tokens=True).strip()

@@ -14,6 +14,10 @@ tensors) is frozen at the source values, so the emitted codes and scales are the
 Loss on calibration sequences, teacher logits computed on the fly (no cache); with `logit_chunk` the head and
 the KL run a chunk of positions at a time (chunked_kd_loss), so full logits never exist at once:
     L = tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau))  +  hidden_mse * mean_l ||h_s,l - h_t,l||^2 / ||h_t,l||^2
+where the KL's mean over positions may weigh each position by 1 + stop_weight * p_t(end of turn): where an
+answer ends, one position in a hundred, is where a weak student fails by looping on instead of stopping, and
+at weight 1 those positions are a rounding error of the loss. The teacher decides the weight (no labels),
+so positions where it would go on keep weight 1 and stopping early stays as costly as before.
 AdamW over U (lr) and scales (scale_lr), at a constant rate or (`schedule: cosine`) after `warmup` linear
 steps decaying along a half cosine to zero at `steps`, so the last steps settle the codes instead of
 flipping them back and forth. Sequence order per epoch comes from a generator seeded with (seed, epoch), so
@@ -26,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,6 +40,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .capture import TernaryTensor
+from .chatdata import eos_ids
 
 U_MAX = 1.5
 
@@ -55,6 +60,7 @@ class KDConfig:
     schedule: str = "constant"  # or "cosine"
     warmup: int = 0
     logit_chunk: int = 0  # > 0: the head and the KL run over this many positions at a time (chunked_kd_loss)
+    stop_weight: float = 0.0  # a position's KL counts 1 + stop_weight * p_teacher(end of turn) times
 
 
 def lr_factor(cfg: KDConfig, step: int) -> float:
@@ -127,29 +133,46 @@ def _final_hidden(model: nn.Module, ids: torch.Tensor, hidden: bool):
     return out.last_hidden_state, (out.hidden_states if hidden else None)
 
 
+def _position_terms(s_logits: torch.Tensor, t_logits: torch.Tensor, tau: float, stop_ids: Sequence[int],
+                    stop_weight: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per position of [n, vocab] logits: KL(teacher || student) at tau, and its weight
+    1 + stop_weight * p_teacher(any stop token) (the teacher's probabilities at tau, no gradient)."""
+    s = F.log_softmax(s_logits.float() / tau, -1)
+    t = F.log_softmax(t_logits.float() / tau, -1)
+    kl = F.kl_div(s, t, log_target=True, reduction="none").sum(-1)
+    if stop_weight > 0 and stop_ids:
+        w = 1 + stop_weight * t.detach()[:, list(stop_ids)].exp().sum(-1)
+    else:
+        w = torch.ones_like(kl)
+    return kl, w
+
+
 def chunked_kd_loss(student_head: nn.Module, h_s: torch.Tensor, teacher_head: nn.Module, h_t: torch.Tensor,
-                    tau: float, chunk: int) -> torch.Tensor:
+                    tau: float, chunk: int, stop_ids: Sequence[int] = (), stop_weight: float = 0.0
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """kd_loss over the logits of final hidden states, `chunk` positions at a time, each chunk's logits
     recomputed in the backward pass instead of kept: the full [positions, vocab] logits (8 GB per copy for
     8192 positions of a 248 k vocabulary) never exist at once. Equal to kd_loss on the full logits."""
     hs, ht = h_s.reshape(-1, h_s.shape[-1]), h_t.reshape(-1, h_t.shape[-1])
 
-    def piece(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        s = F.log_softmax(student_head(a).float() / tau, -1)
-        t = F.log_softmax(teacher_head(b).float() / tau, -1)
-        return F.kl_div(s, t, log_target=True, reduction="sum")
+    def piece(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        kl, w = _position_terms(student_head(a), teacher_head(b), tau, stop_ids, stop_weight)
+        return (w * kl).sum(), w.sum(), kl.sum()
 
-    total = torch.zeros((), device=h_s.device)
+    weighted = weights = total = torch.zeros((), device=h_s.device)
     for i in range(0, hs.shape[0], chunk):
-        total = total + torch.utils.checkpoint.checkpoint(piece, hs[i:i + chunk], ht[i:i + chunk], use_reentrant=False)
-    return total / hs.shape[0] * tau * tau
+        wk, w, k = torch.utils.checkpoint.checkpoint(piece, hs[i:i + chunk], ht[i:i + chunk], use_reentrant=False)
+        weighted, weights, total = weighted + wk, weights + w, total + k
+    return weighted / weights * tau * tau, total / hs.shape[0] * tau * tau
 
 
-def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, tau: float) -> torch.Tensor:
-    """tau^2 * KL(teacher || student) per position (mean over positions)."""
-    s = F.log_softmax(student_logits.reshape(-1, student_logits.shape[-1]) / tau, -1)
-    t = F.log_softmax(teacher_logits.reshape(-1, teacher_logits.shape[-1]) / tau, -1)
-    return F.kl_div(s, t, log_target=True, reduction="batchmean") * tau * tau
+def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, tau: float, stop_ids: Sequence[int] = (),
+            stop_weight: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, kl): kl = tau^2 * KL(teacher || student) per position (mean over positions); loss the same
+    mean weighted by 1 + stop_weight * p_teacher(stop) per position, equal to kl when stop_weight is 0."""
+    kl, w = _position_terms(student_logits.reshape(-1, student_logits.shape[-1]),
+                            teacher_logits.reshape(-1, teacher_logits.shape[-1]), tau, stop_ids, stop_weight)
+    return (w * kl).sum() / w.sum() * tau * tau, kl.mean() * tau * tau
 
 
 def hidden_loss(hs: tuple[torch.Tensor, ...], ht: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -237,6 +260,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     step, history = _load(work, digest, student, opt) if work is not None else (0, [])
     device = next(iter(student.values())).U.device
     hidden = cfg.hidden_mse > 0
+    stop = sorted(eos_ids(teacher)) if cfg.stop_weight > 0 else []
     bases = [g["lr"] for g in opt.param_groups]
     while step < cfg.steps:
         for g, base in zip(opt.param_groups, bases):
@@ -246,14 +270,13 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             with torch.no_grad():
                 t_last, t_hidden = _final_hidden(teacher, ids, hidden)
             s_last, s_hidden = _final_hidden(student_model, ids, hidden)
-            kl = chunked_kd_loss(student_model.get_output_embeddings(), s_last, teacher.get_output_embeddings(), t_last,
-                                 cfg.temperature, cfg.logit_chunk)
+            loss, kl = chunked_kd_loss(student_model.get_output_embeddings(), s_last, teacher.get_output_embeddings(),
+                                       t_last, cfg.temperature, cfg.logit_chunk, stop, cfg.stop_weight)
         else:
             with torch.no_grad():
                 t_logits, t_hidden = _outputs(teacher, ids, hidden)
             s_logits, s_hidden = _outputs(student_model, ids, hidden)
-            kl = kd_loss(s_logits, t_logits, cfg.temperature)
-        loss = kl
+            loss, kl = kd_loss(s_logits, t_logits, cfg.temperature, stop, cfg.stop_weight)
         mse = torch.zeros(())
         if hidden:
             mse = hidden_loss(s_hidden, t_hidden)

@@ -24,7 +24,7 @@ export const stage = defineStage<EmitParams>({
   async run(ctx) {
     const schemas = new SchemaSet(join(ctx.root, 'schemas'));
     const t0 = performance.now();
-    const built = assembleSubmission({ root: ctx.root, upstream: (s) => ctx.upstream(s) }, ctx.out, schemas);
+    const built = assembleSubmission({ root: ctx.root, upstream: (s) => ctx.upstream(s), ...(ctx.params.sampling_defaults ? { sampling: ctx.params.sampling_defaults } : {}) }, ctx.out, schemas);
     if (!built.ok) {
       const f = built.error;
       return err({ reason: 'stage-failed', stage: ctx.stage, detail: `${f.kind === 'missing' ? 'missing' : 'invalid'} ${f.path}: ${f.detail}`, facts: { path: f.path } });

@@ -13,6 +13,10 @@ import { EVIDENCE_DIR, EVIDENCE_FILES, MANIFEST, MODEL_FILES, REQUIREMENTS, SERV
 
 type Json = Record<string, unknown>;
 
+/** The server's penalties for requests that name none (architecture.json `serving.sampling_defaults`). */
+export type SamplingDefaults = Architecture['serving']['sampling_defaults'];
+export const NO_PENALTIES: SamplingDefaults = { presence_penalty: 0, frequency_penalty: 0 };
+
 function int(cfg: Json, key: string): number | undefined {
   const v = cfg[key];
   return typeof v === 'number' && Number.isInteger(v) ? v : undefined;
@@ -21,7 +25,7 @@ function int(cfg: Json, key: string): number | undefined {
 /** Files that are the tokenizer (everything of MODEL_FILES but config, generation config and template). */
 const TOKENIZER_FILES = MODEL_FILES.map((m) => m.name).filter((n) => !['config.json', 'generation_config.json', 'chat_template.jinja', 'chat_template.json'].includes(n));
 
-export function architectureFor(dir: string, manifest: QuantizationManifest): Result<Architecture, AssemblyFailure> {
+export function architectureFor(dir: string, manifest: QuantizationManifest, sampling: SamplingDefaults = NO_PENALTIES): Result<Architecture, AssemblyFailure> {
   const configPath = join(dir, 'config.json');
   let config: Json;
   try {
@@ -79,7 +83,7 @@ export function architectureFor(dir: string, manifest: QuantizationManifest): Re
       packed_2bit_parameters: live.filter((t) => t.encoding === 'packed_2bit').reduce((s, t) => s + numel(t.shape), 0),
       float_parameters: live.filter((t) => t.encoding === 'float').reduce((s, t) => s + numel(t.shape), 0),
     },
-    serving: { entrypoint: SERVE_SH, server: `${SERVER_DIR}/${SERVER_PACKAGE}`, requirements: REQUIREMENTS, wheels: `${WHEELS_DIR}/`, text_only: true },
+    serving: { entrypoint: SERVE_SH, server: `${SERVER_DIR}/${SERVER_PACKAGE}`, requirements: REQUIREMENTS, wheels: `${WHEELS_DIR}/`, text_only: true, sampling_defaults: { ...sampling } },
     files: {
       manifest: ref(MANIFEST),
       config: ref('config.json'),

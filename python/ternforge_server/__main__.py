@@ -37,6 +37,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-queue", type=int, default=256)
     p.add_argument("--max-model-len", type=int, default=32768)
     p.add_argument("--default-max-tokens", type=int, default=4096)
+    p.add_argument("--presence-penalty", type=float, default=None,
+                   help="for requests that name none (default: the submission's serving.json, else 0)")
+    p.add_argument("--frequency-penalty", type=float, default=None, help="likewise")
     p.add_argument("--request-timeout", type=float, default=280.0, help="wall-clock seconds per request")
     p.add_argument("--reserve", action="append", default=[], metavar="KIND=N",
                    help="answer reserve in tokens for a prompt kind (choice, math, code, default)")
@@ -57,6 +60,23 @@ def _write_report(path: str, report: dict) -> None:
     os.replace(tmp, target)
 
 
+def sampling_defaults(sub: Path, args: argparse.Namespace) -> dict[str, float]:
+    """The penalties for requests that name none: the flags, else architecture.json's
+    `serving.sampling_defaults` (what the profile asked emit to ship), else none."""
+    try:
+        shipped = json.loads((sub / "architecture.json").read_text(encoding="utf-8"))["serving"]["sampling_defaults"]
+    except (FileNotFoundError, KeyError, TypeError):
+        shipped = {}
+    out = {}
+    for key in ("presence_penalty", "frequency_penalty"):
+        flag = getattr(args, key)
+        value = float(flag if flag is not None else shipped.get(key, 0.0))
+        if not -2.0 <= value <= 2.0:
+            raise SystemExit(f"{key} must be between -2 and 2, got {value}")
+        out[key] = value
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import uvicorn
@@ -70,12 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = Path(args.dir).resolve()
     name = args.model_name or sub.name
     state = ServerState(model_name=name, max_model_len=args.max_model_len,
-                        default_max_tokens=args.default_max_tokens)
+                        default_max_tokens=args.default_max_tokens,
+                        **sampling_defaults(sub, args))
     config = uvicorn.Config(build_app(state), host=args.host, port=args.port, log_level="warning",
                             timeout_keep_alive=75, access_log=False)
     server = uvicorn.Server(config)
     exit_code = {"code": 0}
-    report: dict = {"submission": str(sub), "engine_requested": args.engine, "phases": {}}
+    report: dict = {"submission": str(sub), "engine_requested": args.engine, "phases": {},
+                    "sampling_defaults": {"presence_penalty": state.presence_penalty,
+                                          "frequency_penalty": state.frequency_penalty}}
     install_s = os.environ.get("TERNFORGE_INSTALL_SECONDS")
     if install_s:
         try:

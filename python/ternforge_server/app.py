@@ -54,6 +54,8 @@ class ServerState:
     model_name: str
     max_model_len: int = 32768
     default_max_tokens: int = 4096
+    presence_penalty: float = 0.0  # what a request that names no penalty gets
+    frequency_penalty: float = 0.0
     controller: ReasoningController | None = None
     tokenizer: Any = None
     engine: Any = None
@@ -121,7 +123,9 @@ def _common(body: dict, state: ServerState) -> dict:
         "reasoning_budget": budget,
         "sampling": Sampling(temperature=_num_field(body, "temperature", 0.0, 2.0, 0.0),
                              top_p=_num_field(body, "top_p", 1e-6, 1.0, 1.0),
-                             seed=(seed % (1 << 63)) if seed is not None else None),
+                             seed=(seed % (1 << 63)) if seed is not None else None,
+                             presence_penalty=_num_field(body, "presence_penalty", -2.0, 2.0, state.presence_penalty),
+                             frequency_penalty=_num_field(body, "frequency_penalty", -2.0, 2.0, state.frequency_penalty)),
     }
 
 

@@ -46,11 +46,19 @@ def _log(msg: str) -> None:
 
 @dataclass(frozen=True)
 class Sampling:
-    """temperature 0 = greedy; otherwise softmax(logits / temperature), nucleus top_p, per-request seed."""
+    """temperature 0 = greedy; otherwise softmax(logits / temperature), nucleus top_p, per-request seed.
+    Before either, OpenAI's penalties lower the logit of each token the request has generated so far:
+    by presence_penalty once it occurs, plus frequency_penalty times its count."""
 
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    @property
+    def penalised(self) -> bool:
+        return self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
 
 class GenerationStream:
@@ -336,6 +344,12 @@ class BatchEngine:
         self._emit(nxt, 0)
 
     def _sample(self, logits: torch.Tensor, rows: list[_Row]) -> torch.Tensor:
+        for i, row in enumerate(rows):
+            s, seen = row.req.sampling, row.req.stream.tokens
+            if s.penalised and seen:
+                counts = torch.bincount(torch.tensor(seen, device=self.device), minlength=logits.shape[-1])
+                counts = counts[:logits.shape[-1]].to(logits.dtype)
+                logits[i] -= s.frequency_penalty * counts + s.presence_penalty * (counts > 0).to(logits.dtype)
         out = logits.argmax(dim=-1)
         for i, row in enumerate(rows):
             s = row.req.sampling

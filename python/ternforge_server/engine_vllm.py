@@ -59,7 +59,9 @@ class VllmEngine:
         self._n += 1
         rid = f"tf-{self._n}"
         params = SamplingParams(max_tokens=max_new, temperature=sampling.temperature, top_p=sampling.top_p,
-                                seed=sampling.seed, stop_token_ids=list(stop_ids), detokenize=False)
+                                seed=sampling.seed, presence_penalty=sampling.presence_penalty,
+                                frequency_penalty=sampling.frequency_penalty, stop_token_ids=list(stop_ids),
+                                detokenize=False)
 
         async def pump() -> None:
             sent = 0

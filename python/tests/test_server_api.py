@@ -50,6 +50,21 @@ def test_health_models_and_startup_report(server: ServerProcess) -> None:
     assert report["status"] == "ready" and report["engine"] == "builtin"
     assert set(report["phases"]) >= {"verify", "load", "dequantize", "build", "warmup"}
     assert report["loaded_count"] == len(report["loaded"]) > 0
+    assert report["sampling_defaults"] == {"presence_penalty": 0.0, "frequency_penalty": 0.0}
+
+
+def test_sampling_defaults_come_from_the_flags_else_architecture_json(tmp_path: Path) -> None:
+    from ternforge_server.__main__ import parse_args, sampling_defaults
+
+    args = parse_args(["--dir", str(tmp_path)])
+    assert sampling_defaults(tmp_path, args) == {"presence_penalty": 0.0, "frequency_penalty": 0.0}
+    (tmp_path / "architecture.json").write_text(json.dumps(
+        {"serving": {"sampling_defaults": {"presence_penalty": 0.25, "frequency_penalty": 0.75}}}))
+    assert sampling_defaults(tmp_path, args) == {"presence_penalty": 0.25, "frequency_penalty": 0.75}
+    args = parse_args(["--dir", str(tmp_path), "--frequency-penalty", "0"])
+    assert sampling_defaults(tmp_path, args) == {"presence_penalty": 0.25, "frequency_penalty": 0.0}
+    with pytest.raises(SystemExit, match="presence_penalty must be between -2 and 2"):
+        sampling_defaults(tmp_path, parse_args(["--dir", str(tmp_path), "--presence-penalty", "5"]))
 
 
 def test_openai_client_chat_with_reasoning_budget(server: ServerProcess) -> None:
@@ -176,6 +191,8 @@ BAD_REQUESTS = [
     ("/v1/chat/completions", chat_body(temperature="hot"), 400, "invalid_type"),
     ("/v1/chat/completions", chat_body(temperature=-1), 400, "invalid_value"),
     ("/v1/chat/completions", chat_body(n=3), 400, "unsupported_value"),
+    ("/v1/chat/completions", chat_body(presence_penalty=3), 400, "invalid_value"),
+    ("/v1/chat/completions", chat_body(frequency_penalty="some"), 400, "invalid_type"),
     ("/v1/chat/completions", chat_body(stop=[1, 2]), 400, "invalid_type"),
     ("/v1/chat/completions", chat_body(stream="yes"), 400, "invalid_type"),
     ("/v1/chat/completions", chat_body("word " * 40000, max_tokens=10), 400, "context_length_exceeded"),

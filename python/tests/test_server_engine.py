@@ -51,6 +51,28 @@ def test_seeded_sampling_is_reproducible_and_seed_dependent(loaded) -> None:
     assert a == b and a[0] != c[0]
 
 
+def test_penalties_steer_away_from_repeats_per_row_and_batch_like_alone(loaded) -> None:
+    """Penalties change only the rows that ask for them, only once a token repeats, and a penalised row
+    decodes the same beside unpenalised rows as alone."""
+    from ternforge_server.engine import Sampling
+
+    engine, tok = loaded
+    n = 40
+    runs = [(x, engine.generate(x, n).wait(60)[0]) for x in (tok(p).input_ids for p in PROMPTS)]
+    runs = [(x, t) for x, t in runs if len(set(t)) < len(t)][:4]  # prompts on which the fixture repeats itself
+    assert len(runs) == 4
+    ids, plain = [x for x, _ in runs], [t for _, t in runs]
+    penal = [Sampling(frequency_penalty=2.0), Sampling(presence_penalty=2.0), Sampling(), Sampling(0.0, 1.0, None, 1.0, 1.0)]
+    alone = [engine.generate(x, n, sampling=s).wait(60)[0] for x, s in zip(ids, penal)]
+    together = [s.wait(60)[0] for s in [engine.generate(x, n, sampling=s) for x, s in zip(ids, penal)]]
+    assert together == alone
+    assert alone[2] == plain[2]
+    for i in (0, 1, 3):
+        first_repeat = next(k for k, t in enumerate(plain[i]) if t in plain[i][:k])
+        assert alone[i][:first_repeat] == plain[i][:first_repeat] and alone[i] != plain[i]
+    assert sum(len(set(t)) for t in alone[:2]) > sum(len(set(t)) for t in plain[:2])
+
+
 def test_stop_ids_deadline_and_queue_bound(loaded) -> None:
     from ternforge_server.engine import QueueFull
 

@@ -116,6 +116,13 @@ export interface Architecture {
      * The server builds the text model only: no vision tower, no MTP.
      */
     text_only: true;
+    /**
+     * What the server uses for a request that names no penalty (OpenAI's presence_penalty and frequency_penalty: a generated token's logit is lowered by presence_penalty once it has occurred, plus frequency_penalty times its count). A request's own values win.
+     */
+    sampling_defaults: {
+      presence_penalty: number;
+      frequency_penalty: number;
+    };
   };
   files: {
     manifest: FileRef;

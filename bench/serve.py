@@ -3,7 +3,9 @@
     npm run bench:serve                      # the tiny fixture submission, CPU
     npm run bench:serve -- --dir dist/smol   # an emitted submission
 Prints a table and writes bench/results/serve.json. Requests go to /v1/completions with temperature 0 and
-a fixed max_tokens, so every request decodes that many tokens unless it stops.
+a fixed max_tokens, so every request decodes that many tokens unless it stops. They ask for no penalties
+(plain greedy, like the static batch); one more concurrent row uses the submission's default penalties
+(architecture.json serving.sampling_defaults) and shows what they cost.
 
 Every row counts the same thing: completion tokens a client receives (usage.completion_tokens; the stop
 token is not one). The static batch is one `generate` call with the server's stop ids; it runs until its
@@ -53,9 +55,11 @@ def main() -> int:
         srv.wait_ready(600)
         url = srv.url + "/v1/completions"
 
-        def one(p: str) -> int:
-            r = post(url, {"model": "x", "prompt": p, "max_tokens": args.max_tokens, "temperature": 0})
-            return r["usage"]["completion_tokens"]
+        def one(p: str, greedy: bool = True) -> int:
+            body = {"model": "x", "prompt": p, "max_tokens": args.max_tokens, "temperature": 0}
+            if greedy:  # plain greedy, like the static batch; else the submission's default penalties
+                body.update(presence_penalty=0, frequency_penalty=0)
+            return post(url, body)["usage"]["completion_tokens"]
 
         one(PROMPTS[0])  # warm
         t0 = time.perf_counter()
@@ -80,6 +84,12 @@ def main() -> int:
         conc_s = time.perf_counter() - t0
         stop.set()
         poller.join()
+        t0 = time.perf_counter()
+        with cf.ThreadPoolExecutor(16) as pool:
+            dflt_lengths = list(pool.map(lambda p: one(p, greedy=False), PROMPTS))
+        dflt_s = time.perf_counter() - t0
+        defaults = json.loads((sub / "architecture.json").read_text())["serving"]["sampling_defaults"] \
+            if (sub / "architecture.json").exists() else {}
     finally:
         srv.stop()
 
@@ -119,6 +129,8 @@ def main() -> int:
         "concurrent_16": {"tokens": conc_tokens, "seconds": round(conc_s, 3), "tok_s": round(conc_tokens / conc_s, 1)},
         "static_batch_16": {"tokens": static_tokens, "seconds": round(static_s, 3),
                             "tok_s": round(static_tokens / static_s, 1), "padded_tokens": padded_tokens},
+        "concurrent_16_defaults": {"tokens": sum(dflt_lengths), "seconds": round(dflt_s, 3),
+                                   "tok_s": round(sum(dflt_lengths) / dflt_s, 1), "sampling_defaults": defaults},
     }
     result = {
         "submission": str(sub), "device": args.device, "cpu_linear": args.cpu_linear, "max_tokens": args.max_tokens,
@@ -130,11 +142,13 @@ def main() -> int:
         "health_under_load_ms": {"n": len(lat), "p50": round(statistics.median(lat) * 1000, 2),
                                  "p99": round(p99 * 1000, 2), "max": round(max(lat) * 1000, 2)},
     }
-    print(f"{'mode':<18}{'tokens':>8}{'seconds':>10}{'tok/s':>10}")
+    print(f"{'mode':<24}{'tokens':>8}{'seconds':>10}{'tok/s':>10}")
     for k, v in rows.items():
-        print(f"{k:<18}{v['tokens']:>8}{v['seconds']:>10}{v['tok_s']:>10}")
+        print(f"{k:<24}{v['tokens']:>8}{v['seconds']:>10}{v['tok_s']:>10}")
     print(f"16-concurrent / one-at-a-time: {result['speedup_vs_one_at_a_time']}x; "
           f"/ static batch: {result['ratio_vs_static_batch']}x")
+    print(f"the first three rows decode greedily; concurrent_16_defaults uses the submission's default "
+          f"penalties {defaults or '(none)'}, so its replies may differ")
     print(f"static batch: {padded_tokens} positions decoded, {static_tokens} of them before a row's stop; "
           f"per-request lengths {'agree' if result['same_lengths'] else 'DIFFER'} across the three modes")
     h = result["health_under_load_ms"]

@@ -93,14 +93,15 @@ def test_cosine_schedule_warms_up_decays_to_zero_and_pins_steps_in_the_digest(ti
 
 def test_teacher_transcripts_are_templated_prompts_with_the_teachers_greedy_answers(tiny_fetch_dir: Path) -> None:
     from ternforge.calib.tokens import load_role
-    from ternforge.quant.chatdata import load_tokenizer, teacher_transcripts, windows
+    from ternforge.quant.chatdata import answer, load_tokenizer, snippet_requests, windows
 
     model_dir = tiny_fetch_dir / "model"
     teacher = load_float_model(model_dir)
     tok = load_tokenizer(model_dir)
     docs = [torch.arange(10, 200, dtype=torch.long) % 97 + 5, torch.arange(300, 420, dtype=torch.long) % 89 + 3]
-    a, stopped = teacher_transcripts(teacher, tok, docs, n=5, max_new=6, snippet_tokens=16, batch_size=2)
-    b, _ = teacher_transcripts(teacher, tok, docs, n=5, max_new=6, snippet_tokens=16, batch_size=3)
+    requests = snippet_requests(docs, tok, 5, snippet_tokens=16)
+    a, stopped = answer(teacher, tok, requests, max_new=6, batch_size=2)
+    b, _ = answer(teacher, tok, requests, max_new=6, batch_size=3)
     assert a == b  # greedy and independent of batching: the same transcripts
     assert len(a) == 5 and 0 <= stopped <= 5
     for t in a:

@@ -61,6 +61,10 @@ def _left_padded(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torc
     return ids, mask
 
 
+def _pad_id(tokenizer, stops: set[int]) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(stops)
+
+
 def _until_stop(tokens: list[int], stops: set[int]) -> int | None:
     return next((k for k, t in enumerate(tokens) if t in stops), None)
 
@@ -71,7 +75,7 @@ def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: in
     """Token ids of one chat transcript per request: the templated prompt, then the teacher's greedy answer
     (ending with its end-of-turn token unless it ran out of `max_new`); and how many answers stopped."""
     stops = eos_ids(teacher)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(stops))
+    pad = _pad_id(tokenizer, stops)
     prompts = []
     for request in requests:
         text = tokenizer.apply_chat_template([{"role": "user", "content": request}], add_generation_prompt=True,
@@ -99,13 +103,6 @@ def snippet_requests(docs: list[torch.Tensor], tokenizer, n: int, snippet_tokens
             for i, snip in enumerate(snippets(docs, tokenizer, n, snippet_tokens))]
 
 
-def teacher_transcripts(teacher: torch.nn.Module, tokenizer, docs: list[torch.Tensor], n: int, max_new: int,
-                        snippet_tokens: int = 64, batch_size: int = 16, device: str = "cpu") -> tuple[list[list[int]], int]:
-    """`n` transcripts of requests about calibration snippets, answered by the teacher (see `answer`)."""
-    return answer(teacher, tokenizer, snippet_requests(docs, tokenizer, n, snippet_tokens), max_new, batch_size,
-                  device)
-
-
 USER_MARK = "\x00ternforge-user\x00"
 
 
@@ -125,7 +122,7 @@ def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_to
     Samples that run past `max_tokens`, are blank, or repeat an earlier one are dropped and drawn again (at
     most 4n draws in all)."""
     stops = eos_ids(teacher)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(stops))
+    pad = _pad_id(tokenizer, stops)
     prefix = tokenizer.encode(user_turn_prefix(tokenizer), add_special_tokens=False)
     out: list[str] = []
     seen: set[str] = set()

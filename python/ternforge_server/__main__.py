@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-model-len", type=int, default=32768)
     p.add_argument("--default-max-tokens", type=int, default=4096)
     p.add_argument("--presence-penalty", type=float, default=None,
-                   help="for requests that name none (default: the submission's serving.json, else 0)")
+                   help="for requests that name none (default: architecture.json serving.sampling_defaults, else 0)")
     p.add_argument("--frequency-penalty", type=float, default=None, help="likewise")
     p.add_argument("--request-timeout", type=float, default=280.0, help="wall-clock seconds per request")
     p.add_argument("--reserve", action="append", default=[], metavar="KIND=N",

@@ -171,6 +171,7 @@ class _Row:
     generator: torch.Generator | None
     position: int  # position id of the next token fed
     generated: int = 0
+    counts: torch.Tensor | None = None  # [vocab] how often each token was generated (penalised rows only)
 
 
 @dataclass
@@ -318,12 +319,14 @@ class BatchEngine:
         cache = self._new_cache()
         logits = self._forward(ids, mask, positions, cache)
         rows = []
+        vocab = logits.shape[-1]
         for r in reqs:
             gen = None
             if r.sampling.temperature > 0:
                 gen = torch.Generator(device=self.device)
                 gen.manual_seed(r.sampling.seed if r.sampling.seed is not None else int.from_bytes(os.urandom(7), "little"))
-            rows.append(_Row(r, gen, position=len(r.ids)))
+            counts = torch.zeros(vocab, dtype=logits.dtype, device=self.device) if r.sampling.penalised else None
+            rows.append(_Row(r, gen, position=len(r.ids), counts=counts))
         self.stats.prefills += 1
         self._merge(rows, cache, mask)
         first = self._sample(logits, rows)
@@ -345,11 +348,9 @@ class BatchEngine:
 
     def _sample(self, logits: torch.Tensor, rows: list[_Row]) -> torch.Tensor:
         for i, row in enumerate(rows):
-            s, seen = row.req.sampling, row.req.stream.tokens
-            if s.penalised and seen:
-                counts = torch.bincount(torch.tensor(seen, device=self.device), minlength=logits.shape[-1])
-                counts = counts[:logits.shape[-1]].to(logits.dtype)
-                logits[i] -= s.frequency_penalty * counts + s.presence_penalty * (counts > 0).to(logits.dtype)
+            if row.counts is not None and row.generated > 0:
+                s = row.req.sampling
+                logits[i] -= s.frequency_penalty * row.counts + s.presence_penalty * (row.counts > 0).to(logits.dtype)
         out = logits.argmax(dim=-1)
         for i, row in enumerate(rows):
             s = row.req.sampling
@@ -379,6 +380,8 @@ class BatchEngine:
                 stream._finish("stop", stop_token=tok, post=post)
                 continue
             stream._push(tok, post)
+            if row.counts is not None:
+                row.counts[tok] += 1
             if row.generated >= row.req.max_new:
                 stream._finish("length", post=post)
         for row in self._rows:

@@ -47,6 +47,7 @@ def main() -> int:
                     help="the server's --cpu-linear; the static batch uses the same")
     args = ap.parse_args()
     from server_fixtures import ServerProcess, build_submission
+    from ternforge_server.__main__ import parse_args, sampling_defaults
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     sub = Path(args.dir).resolve() if args.dir else build_submission(tmp / "sub")
@@ -88,8 +89,7 @@ def main() -> int:
         with cf.ThreadPoolExecutor(16) as pool:
             dflt_lengths = list(pool.map(lambda p: one(p, greedy=False), PROMPTS))
         dflt_s = time.perf_counter() - t0
-        defaults = json.loads((sub / "architecture.json").read_text())["serving"]["sampling_defaults"] \
-            if (sub / "architecture.json").exists() else {}
+        defaults = sampling_defaults(sub, parse_args(["--dir", str(sub)]))  # what the server applied
     finally:
         srv.stop()
 
@@ -148,7 +148,7 @@ def main() -> int:
     print(f"16-concurrent / one-at-a-time: {result['speedup_vs_one_at_a_time']}x; "
           f"/ static batch: {result['ratio_vs_static_batch']}x")
     print(f"the first three rows decode greedily; concurrent_16_defaults uses the submission's default "
-          f"penalties {defaults or '(none)'}, so its replies may differ")
+          f"penalties {defaults}, so its replies may differ")
     print(f"static batch: {padded_tokens} positions decoded, {static_tokens} of them before a row's stop; "
           f"per-request lengths {'agree' if result['same_lengths'] else 'DIFFER'} across the three modes")
     h = result["health_under_load_ms"]

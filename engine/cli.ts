@@ -51,7 +51,7 @@ interface GlobalOptions {
 }
 
 /** Failures that mean the command line or the declaration is wrong (exit 2), not the run. */
-const USAGE_REASONS: ReadonlySet<Failure['reason']> = new Set(['unknown-stage', 'unknown-profile', 'invalid-override', 'cycle', 'invalid-pipeline']);
+const USAGE_REASONS: ReadonlySet<Failure['reason']> = new Set(['unknown-stage', 'unknown-profile', 'invalid-override', 'invalid-environment', 'cycle', 'invalid-pipeline']);
 
 function fail(f: Failure): number {
   process.stderr.write(`error: ${formatFailure(f)}\n`);
@@ -209,6 +209,8 @@ async function run(graph: Graph, targets: readonly string[], all: boolean, g: Gl
       hashedFiles: s.hasher.stats.hashedFiles,
       cachedFiles: s.hasher.stats.cachedFiles,
       hashMs: Math.round(s.hasher.stats.busyMs * 10) / 10,
+      hashIo: s.hasher.hashIo,
+      mappedBytes: s.hasher.stats.mappedBytes,
       engineMs: Math.round((totalMs - stageMs) * 10) / 10,
       totalMs: Math.round(totalMs * 10) / 10,
       failure: result.failure,

@@ -10,6 +10,8 @@ export type Failure =
   | { reason: 'unknown-profile'; profile: string; known: string[] }
   /** A `--set` that is not `stage.key[.key...]=value` or names no stage. */
   | { reason: 'invalid-override'; text: string; detail: string }
+  /** An environment variable the engine reads has a value it does not accept (or one it cannot honour here). */
+  | { reason: 'invalid-environment'; variable: string; detail: string }
   /** The declared edges form a cycle. */
   | { reason: 'cycle'; path: string[] }
   /** A stage declared an input file that does not exist. */

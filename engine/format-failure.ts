@@ -13,6 +13,8 @@ export function formatFailure(f: Failure): string {
       return `unknown profile "${f.profile}" (known: ${f.known.length > 0 ? f.known.join(', ') : 'none: profiles/ is empty'})`;
     case 'invalid-override':
       return `--set ${f.text}: ${f.detail} (expected --set <stage>.<key>[.<key>...]=<value>, the value as JSON or else a string)`;
+    case 'invalid-environment':
+      return `${f.variable}: ${f.detail}`;
     case 'cycle':
       return `the pipeline has a cycle: ${f.path.join(' -> ')}`;
     case 'missing-input':

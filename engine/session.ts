@@ -11,7 +11,8 @@ import { engineSchemaSet, SchemaSet } from './json-io.ts';
 import { computeKeyData, diffKeys, stageKey, type StageKeyData, type StaleReason } from './key.ts';
 import { ProfileLock, type LockEntry } from './lock-file.ts';
 import { loadProfile, type LoadedProfile } from './profile.ts';
-import { ok, type Result } from './result.ts';
+import { mmapAddonForHashing } from './native/addon.ts';
+import { err, ok, type Result } from './result.ts';
 import { currentOutputs, RunCache, storeIntact, Workspace } from './store.ts';
 import type { OutputMode, StageDef } from './types.ts';
 import { toolVersions, venvDir, venvPython } from './venv.ts';
@@ -52,7 +53,7 @@ export class Session {
   readonly runCache: RunCache;
   readonly venv: string;
 
-  private constructor(o: SessionOptions, profile: LoadedProfile, schemas: SchemaSet, lock: ProfileLock) {
+  private constructor(o: SessionOptions, profile: LoadedProfile, schemas: SchemaSet, lock: ProfileLock, hashAddon: string | null) {
     this.root = o.root;
     this.workdir = o.workdir;
     this.ws = new Workspace(o.workdir);
@@ -60,7 +61,7 @@ export class Session {
     this.profile = profile;
     this.schemas = schemas;
     this.lock = lock;
-    this.hasher = new FileHasher(this.ws.hashCache, schemas, undefined, this.ws.storeRoot);
+    this.hasher = new FileHasher(this.ws.hashCache, schemas, undefined, this.ws.storeRoot, hashAddon);
     this.runCache = new RunCache(this.ws, schemas);
     this.venv = venvDir(o.workdir);
   }
@@ -72,7 +73,9 @@ export class Session {
     if (!profile.ok) return profile;
     const lock = ProfileLock.read(ws.lockFile(o.profile), o.profile, schemas, o.workdir);
     if (!lock.ok) return lock;
-    return ok(new Session(o, profile.value, schemas, lock.value));
+    const addon = mmapAddonForHashing();
+    if (!addon.ok) return err({ reason: 'invalid-environment', variable: 'TERNFORGE_HASH_IO', detail: addon.error });
+    return ok(new Session(o, profile.value, schemas, lock.value, addon.value));
   }
 
   def(stage: string): StageDef<unknown> {

@@ -3,7 +3,7 @@
  *
  *   - single-core in-memory sha256 rate: one 1 GiB update(), best of 3 (the yardstick)
  *   - cold hashing throughput: `all` with an empty hash cache (files in the page cache, as right after
- *     they were written), median of 3; target >= 1.6x the single-core rate on 2 cores. Interleaved
+ *     they were written), median of 5; target >= 1.6x the single-core rate on 2 cores. Interleaved
  *     with the same runs forced onto read(2) (TERNFORGE_HASH_IO=read), to show what mmap buys
  *   - engine time of a no-op `all` (target <= 100 ms), and the whole CLI's wall time beside `tsx -e ''`
  *
@@ -19,7 +19,7 @@ const repo = join(import.meta.dirname, '..');
 const FILES = Number(process.env.BENCH_FILES ?? 16);
 const FILE_MIB = Number(process.env.BENCH_FILE_MIB ?? 256);
 const RUNS = 5;
-const COLD_ROUNDS = 3;
+const COLD_ROUNDS = 5;
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

@@ -49,6 +49,18 @@ describe('the native mmap helper', () => {
     expect(existsSync(expectedMmapAddon()), `${expectedMmapAddon()} missing: run npm run build:native`).toBe(true);
   });
 
+  test('a failed build says why and leaves hashing on read(2); --strict fails', () => {
+    const build = (strict: boolean): { status: number | null; stderr: string } =>
+      spawnSync(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', 'engine', 'native', 'build.ts'), ...(strict ? ['--strict'] : [])], {
+        encoding: 'utf8', env: { ...process.env, CC: join(dir, 'no-such-cc') },
+      });
+    const lenient = build(false);
+    expect(lenient.status).toBe(0);
+    expect(lenient.stderr).toContain('the native mmap helper was not built');
+    expect(lenient.stderr).toContain('no-such-cc');
+    expect(build(true).status).toBe(1);
+  });
+
   test('mmap and read(2) give sha256sum digests for every size around the threshold and window', async () => {
     const expected = Object.fromEntries(Object.entries(files).map(([n, p]) => [n, sha256sum(p)]));
     const read = await digestsWith(null);

@@ -8,11 +8,11 @@
  * producing untrusted entries, a file whose mtime is that recent is read only after the margin passed.
  *
  * Small files are hashed on the main thread; big ones in a pool of worker threads (one per available
- * core), several files at once, through mmap windows when the native helper is built (engine/native/:
- * on 2 cores the read(2) copy costs about a quarter of a core) and with read(2) otherwise. A mapped
- * file truncated by another process while it is hashed kills the process with SIGBUS, as it would
- * git: files are hashed before a stage runs or after it finished, so nothing is lost but that run. `hashedBytes` counts every byte read, so tests can assert a no-op run
- * reads nothing.
+ * core), several files at once: through mmap windows when the native helper is built (engine/native/;
+ * on 2 cores the read(2) copy costs about a quarter of a core), else with read(2). A mapped file that
+ * another process truncates while it is hashed ends the process with SIGBUS (git, which maps files the
+ * same way, has the same limit); files are hashed before a stage runs or after it finished, so no
+ * output is lost. `hashedBytes` counts every byte read, so tests can assert a no-op run reads nothing.
  */
 import { createHash } from 'node:crypto';
 import { closeSync, openSync, readSync, statSync, type BigIntStats } from 'node:fs';
@@ -30,8 +30,8 @@ const WORKER_THRESHOLD = 4 * 1024 * 1024;
 /** Read size: small enough that the bytes read are still in the core's L2 when sha256 reads them again. */
 const CHUNK = 256 * 1024;
 /**
- * mmap window: one map, one sha256 update, one unmap. On 16 x 256 MiB files (bench:engine) windows of
- * 4-32 MiB hashed at 1.65-1.82x the single-core rate; 64 and 256 MiB at 1.54-1.56x.
+ * mmap window: one map, one sha256 update, one unmap. In one series of bench:engine runs (16 x 256 MiB)
+ * windows of 4-32 MiB hashed at 1.65-1.82x the single-core rate, 64 and 256 MiB at 1.54-1.56x.
  */
 const WINDOW = 16 * 1024 * 1024;
 
@@ -221,8 +221,12 @@ export class FileHasher {
   /** Directory prefix of the immutable content store (see sameStat). */
   readonly #storePrefix: string | undefined;
 
-  /** `addon`: the native mmap helper's path (see engine/native/addon.ts), or null to read with read(2). */
-  constructor(cachePath: string, schemas: SchemaSet, poolSize = availableParallelism(), storeDir?: string, addon: string | null = null) {
+  /**
+   * `poolSize`: hashing threads (default: one per core). `storeDir`: the content store (see sameStat).
+   * `addon`: the native mmap helper's path (engine/native/addon.ts), or null (default) for read(2).
+   */
+  constructor(cachePath: string, schemas: SchemaSet, o: { poolSize?: number; storeDir?: string; addon?: string | null } = {}) {
+    const { poolSize = availableParallelism(), storeDir, addon = null } = o;
     this.#cachePath = cachePath;
     this.#storePrefix = storeDir === undefined ? undefined : storeDir.endsWith('/') ? storeDir : `${storeDir}/`;
     const read = readJsonFile<HashCache>(cachePath, schemas, ENGINE_SCHEMAS.hashCache);

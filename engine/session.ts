@@ -61,7 +61,7 @@ export class Session {
     this.profile = profile;
     this.schemas = schemas;
     this.lock = lock;
-    this.hasher = new FileHasher(this.ws.hashCache, schemas, undefined, this.ws.storeRoot, hashAddon);
+    this.hasher = new FileHasher(this.ws.hashCache, schemas, { storeDir: this.ws.storeRoot, addon: hashAddon });
     this.runCache = new RunCache(this.ws, schemas);
     this.venv = venvDir(o.workdir);
   }

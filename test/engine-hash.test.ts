@@ -33,7 +33,7 @@ function sha256sum(path: string): string {
 
 async function digestsWith(addon: string | null): Promise<{ hashIo: string; digests: Record<string, string>; hashedBytes: number; mappedBytes: number }> {
   const cache = join(dir, 'cache.json');
-  const hasher = new FileHasher(cache, engineSchemaSet(), 2, undefined, addon);
+  const hasher = new FileHasher(cache, engineSchemaSet(), { poolSize: 2, addon });
   const names = Object.keys(files);
   const got = await hasher.hashAll(names.map((n) => files[n]!));
   await hasher.close();

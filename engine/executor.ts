@@ -125,14 +125,19 @@ async function runOne(s: Session, ev: Evaluation, o: RunOptions): Promise<RunOne
   };
   const t0 = performance.now();
   let outcome: Result<StageOutcome, Failure>;
+  // One listener per stage, removed when the stage ends (a whole run of stages must not pile them up).
+  let onAbort = (): void => {};
   const aborted = new Promise<Result<StageOutcome, Failure>>((resolve) => {
-    if (o.signal.aborted) resolve(err({ reason: 'interrupted', stage }));
-    o.signal.addEventListener('abort', () => resolve(err({ reason: 'interrupted', stage })), { once: true });
+    onAbort = () => resolve(err({ reason: 'interrupted', stage }));
+    if (o.signal.aborted) onAbort();
+    o.signal.addEventListener('abort', onAbort, { once: true });
   });
   try {
     outcome = await Promise.race([def.run(ctx), aborted]);
   } catch (e) {
     outcome = err({ reason: 'unknown-error-thrown', stage, message: e instanceof Error ? e.message : String(e), stack: e instanceof Error ? e.stack : undefined });
+  } finally {
+    o.signal.removeEventListener('abort', onAbort);
   }
   const stageMs = performance.now() - t0;
   if (!outcome.ok || o.signal.aborted) {

@@ -23,6 +23,9 @@ export default function setup(): () => void {
     maxBuffer: 64 * 2 ** 20,
   });
   if (cli.status !== 0) throw new Error(`the shared tiny build failed (${cli.status}):\n${cli.stdout}\n${cli.stderr.slice(-8000)}`);
+  // A warning Node prints (a listener leak, a deprecation) is a defect of ours, caught here on a real run.
+  const warnings = cli.stderr.split('\n').filter((l) => /^\(node:\d+\) \w*Warning/.test(l));
+  if (warnings.length > 0) throw new Error(`the shared tiny build printed Node warnings:\n${warnings.join('\n')}`);
   process.stderr.write(`shared tiny build in ${workdir}: ${((Date.now() - t0) / 1000).toFixed(0)} s\n`);
   // The test workers inherit these.
   process.env.TERNFORGE_TINY_BUILD = workdir;

@@ -10,9 +10,8 @@
  * Small files are hashed on the main thread; big ones in a pool of worker threads (one per available
  * core), several files at once: through mmap windows when the native helper is built (engine/native/;
  * on 2 cores the read(2) copy costs about a quarter of a core), else with read(2). A mapped file that
- * another process truncates while it is hashed ends the process with SIGBUS (git, which maps files the
- * same way, has the same limit); files are hashed before a stage runs or after it finished, so no
- * output is lost. `hashedBytes` counts every byte read, so tests can assert a no-op run reads nothing.
+ * another process truncates while it is hashed fails with a clear error (the helper catches the
+ * SIGBUS). `hashedBytes` counts every byte read, so tests can assert a no-op run reads nothing.
  */
 import { createHash } from 'node:crypto';
 import { closeSync, openSync, readSync, statSync, type BigIntStats } from 'node:fs';
@@ -106,7 +105,9 @@ async function viaMmap(id, fd, h) {
   for (let offset = 0; offset < size; offset += WINDOW) {
     const length = Math.min(WINDOW, size - offset);
     const window = offset === 0 ? first : mm.map(fd, offset, length);
-    try { h.update(new Uint8Array(window)); } finally { mm.unmap(window); }
+    let lost;
+    try { h.update(new Uint8Array(window)); } finally { lost = mm.unmap(window); }
+    if (lost) throw new Error('the file shrank while it was hashed (another process truncated it); run again');
     sinceReport += length;
     if (sinceReport >= REPORT) {
       parentPort.postMessage({ id, progress: sinceReport }); sinceReport = 0;

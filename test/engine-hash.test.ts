@@ -1,7 +1,7 @@
 /** File digests through the native mmap helper and through read(2): the same bytes, sha256sum's answer. */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +41,8 @@ async function digestsWith(addon: string | null): Promise<{ hashIo: string; dige
   return { hashIo: hasher.hashIo, digests: Object.fromEntries(names.map((n, i) => [n, got[i]!.sha256])), hashedBytes: hasher.stats.hashedBytes, mappedBytes: hasher.stats.mappedBytes };
 }
 
+type Helper = { map(fd: number, offset: number, length: number): ArrayBuffer; unmap(b: ArrayBuffer): boolean };
+
 const ccExists = spawnSync('sh', ['-c', 'command -v "${CC:-cc}"']).status === 0;
 
 describe('the native mmap helper', () => {
@@ -78,7 +80,7 @@ describe('the native mmap helper', () => {
 
   test('map() views the file, unmap() releases the mapping, bad arguments are refused', async () => {
     if (!existsSync(expectedMmapAddon())) return;
-    const mm = createRequire(import.meta.url)(expectedMmapAddon()) as { map(fd: number, offset: number, length: number): ArrayBuffer; unmap(b: ArrayBuffer): void };
+    const mm = createRequire(import.meta.url)(expectedMmapAddon()) as Helper;
     const path = files.oneWindowPlus!;
     const mappings = (): number => readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.endsWith(path)).length;
     const fd = openSync(path, 'r');
@@ -87,14 +89,38 @@ describe('the native mmap helper', () => {
       const view = mm.map(fd, 4096, 8192);
       expect(Buffer.from(view).equals(readFileSync(path).subarray(4096, 4096 + 8192))).toBe(true);
       expect(mappings()).toBe(before + 1);
-      mm.unmap(view);
+      expect(mm.unmap(view)).toBe(false);
       expect(view.byteLength).toBe(0);
+      expect(() => mm.unmap(view)).toThrow('not yet unmapped');
       // The finalizer that unmaps runs on a later turn of the event loop.
       for (let i = 0; i < 100 && mappings() > before; i++) await new Promise((r) => setTimeout(r, 10));
       expect(mappings()).toBe(before);
       expect(() => mm.map(fd, 1, 10)).toThrow('mmap: Invalid argument');
       expect(() => mm.map(fd, 0, 0)).toThrow('three non-negative integers');
       expect(() => mm.unmap('x' as unknown as ArrayBuffer)).toThrow('an ArrayBuffer from map()');
+    } finally {
+      closeSync(fd);
+    }
+  });
+
+  test('a window whose file was truncated reads as zeros past the end, and unmap() says so (no SIGBUS)', () => {
+    if (!existsSync(expectedMmapAddon())) return;
+    const mm = createRequire(import.meta.url)(expectedMmapAddon()) as Helper;
+    const path = join(dir, 'shrinks.bin');
+    const bytes = randomFillSync(Buffer.alloc(4 * 65536));
+    writeFileSync(path, bytes);
+    const fd = openSync(path, 'r');
+    try {
+      const view = mm.map(fd, 0, bytes.length);
+      truncateSync(path, 65536 + 100); // the pages wholly past the new end are gone
+      const seen = Buffer.from(new Uint8Array(view)); // reading them raised SIGBUS; the handler mapped zeros
+      expect(seen.subarray(0, 65536).equals(bytes.subarray(0, 65536))).toBe(true);
+      expect(seen.subarray(2 * 65536).every((b) => b === 0)).toBe(true);
+      expect(mm.unmap(view)).toBe(true);
+      // The next window of the same file is clean again.
+      const again = mm.map(fd, 0, 4096);
+      expect(Buffer.from(new Uint8Array(again)).equals(bytes.subarray(0, 4096))).toBe(true);
+      expect(mm.unmap(again)).toBe(false);
     } finally {
       closeSync(fd);
     }

@@ -207,6 +207,7 @@ class HashPool {
 /** A file hasher with a persisted stat cache. One per run. */
 export class FileHasher {
   readonly #cachePath: string;
+  readonly #schemas: SchemaSet;
   readonly #entries: Record<string, CacheEntry>;
   readonly #pool: HashPool;
   readonly #inflight = new Map<string, Promise<FileDigest>>();
@@ -230,6 +231,7 @@ export class FileHasher {
     const { poolSize = availableParallelism(), storeDir, addon = null } = o;
     this.#cachePath = cachePath;
     this.#storePrefix = storeDir === undefined ? undefined : storeDir.endsWith('/') ? storeDir : `${storeDir}/`;
+    this.#schemas = schemas;
     const read = readJsonFile<HashCache>(cachePath, schemas, ENGINE_SCHEMAS.hashCache);
     // A corrupt cache is only a cache: start empty (and overwrite it on save).
     this.#entries = read.ok && read.value !== null ? read.value.entries : {};
@@ -335,7 +337,11 @@ export class FileHasher {
     if (this.#dirty) {
       const sorted: Record<string, CacheEntry> = {};
       for (const k of Object.keys(this.#entries).sort()) sorted[k] = this.#entries[k]!;
-      writeFileAtomicSync(this.#cachePath, JSON.stringify({ schema: 1, entries: sorted }));
+      const cache: HashCache = { schema: 1, entries: sorted };
+      // Validated as written, like the lock file (a bug caught here; the validator compiled for the next run).
+      const errors = this.#schemas.validate(ENGINE_SCHEMAS.hashCache, cache);
+      if (errors.length > 0) throw new Error(`the hash cache breaks ${ENGINE_SCHEMAS.hashCache}: ${errors.join('; ')}`);
+      writeFileAtomicSync(this.#cachePath, JSON.stringify(cache));
       this.#dirty = false;
     }
   }

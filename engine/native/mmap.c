@@ -29,10 +29,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The live windows, shared by every thread; the handler reads them, so they are plain atomics. */
+/* The live windows, shared by every thread; the signal handler reads them, so they are lock-free atomics. */
 #define SLOTS 256
 static struct {
-  _Atomic uintptr_t start; /* 0: free */
+  _Atomic uintptr_t start; /* 0: free; 1: claimed by map(), not yet filled in */
   _Atomic size_t length;
   _Atomic int lost; /* a page was gone and replaced by zeros */
 } windows[SLOTS];
@@ -84,9 +84,9 @@ static napi_value throw_errno(napi_env env, const char *what) {
 static void release(napi_env env, void *data, void *hint) {
   (void)env;
   int i = (int)(intptr_t)hint;
-  munmap(data, atomic_load(&windows[i].length));
+  size_t length = atomic_exchange(&windows[i].length, 0); /* first: covers no address, before the range can be reused */
+  munmap(data, length);
   atomic_store(&windows[i].lost, 0);
-  atomic_store(&windows[i].length, 0); /* a claimed slot (start 1) then covers no address */
   atomic_store(&windows[i].start, 0);
 }
 
@@ -118,8 +118,8 @@ static napi_value map(napi_env env, napi_callback_info info) {
     return NULL;
   }
   atomic_store(&windows[slot].lost, 0);
+  atomic_store(&windows[slot].start, (uintptr_t)p); /* length is still 0: covers nothing yet */
   atomic_store(&windows[slot].length, (size_t)length);
-  atomic_store(&windows[slot].start, (uintptr_t)p);
   napi_value buffer;
   if (napi_create_external_arraybuffer(env, p, (size_t)length, release, (void *)(intptr_t)slot, &buffer) != napi_ok) {
     release(env, p, (void *)(intptr_t)slot);

@@ -45,6 +45,6 @@ try {
   process.stderr.write(`ternforge: built ${relative(process.cwd(), built)} (files are hashed through mmap)\n`);
 } catch (e) {
   process.stderr.write(`ternforge: the native mmap helper was not built: ${(e as Error).message}\n` +
-    'ternforge: hashing will read files with read(2) instead (10-15% slower on 2 cores); see engine/README.md\n');
+    'ternforge: hashing will read files with read(2) instead (about 10% slower on 2 cores); see engine/README.md\n');
   process.exitCode = strict ? 1 : 0;
 }

@@ -99,12 +99,14 @@ function viaRead(id, fd, h) {
 
 async function viaMmap(id, fd, h) {
   const size = fstatSync(fd).size;
-  let first;
-  try { first = mm.map(fd, 0, Math.min(WINDOW, size)); } catch { return null; } // e.g. a filesystem without mmap
   let sinceReport = 0;
   for (let offset = 0; offset < size; offset += WINDOW) {
     const length = Math.min(WINDOW, size - offset);
-    const window = offset === 0 ? first : mm.map(fd, offset, length);
+    let window;
+    try { window = mm.map(fd, offset, length); } catch (e) {
+      if (offset === 0) return null; // cannot be mapped at all (e.g. a filesystem without mmap): read(2)
+      throw e;
+    }
     let lost;
     try { h.update(new Uint8Array(window)); } finally { lost = mm.unmap(window); }
     if (lost) throw new Error('the file shrank while it was hashed (another process truncated it); run again');

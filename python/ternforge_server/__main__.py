@@ -63,6 +63,7 @@ def _write_report(path: str, report: dict) -> None:
 def sampling_defaults(sub: Path, args: argparse.Namespace) -> dict[str, float]:
     """The penalties for requests that name none: the flags, else architecture.json's
     `serving.sampling_defaults` (what the profile asked emit to ship), else none."""
+    from .app import PENALTY_RANGE
     try:
         shipped = json.loads((sub / "architecture.json").read_text(encoding="utf-8"))["serving"]["sampling_defaults"]
     except (FileNotFoundError, KeyError, TypeError):
@@ -71,8 +72,9 @@ def sampling_defaults(sub: Path, args: argparse.Namespace) -> dict[str, float]:
     for key in ("presence_penalty", "frequency_penalty"):
         flag = getattr(args, key)
         value = float(flag if flag is not None else shipped.get(key, 0.0))
-        if not -2.0 <= value <= 2.0:
-            raise SystemExit(f"{key} must be between -2 and 2, got {value}")
+        lo, hi = PENALTY_RANGE
+        if not lo <= value <= hi:
+            raise SystemExit(f"{key} must be between {lo:g} and {hi:g}, got {value}")
         out[key] = value
     return out
 
@@ -89,16 +91,15 @@ def main(argv: list[str] | None = None) -> int:
 
     sub = Path(args.dir).resolve()
     name = args.model_name or sub.name
+    defaults = sampling_defaults(sub, args)
     state = ServerState(model_name=name, max_model_len=args.max_model_len,
-                        default_max_tokens=args.default_max_tokens,
-                        **sampling_defaults(sub, args))
+                        default_max_tokens=args.default_max_tokens, **defaults)
     config = uvicorn.Config(build_app(state), host=args.host, port=args.port, log_level="warning",
                             timeout_keep_alive=75, access_log=False)
     server = uvicorn.Server(config)
     exit_code = {"code": 0}
     report: dict = {"submission": str(sub), "engine_requested": args.engine, "phases": {},
-                    "sampling_defaults": {"presence_penalty": state.presence_penalty,
-                                          "frequency_penalty": state.frequency_penalty}}
+                    "sampling_defaults": defaults}
     install_s = os.environ.get("TERNFORGE_INSTALL_SECONDS")
     if install_s:
         try:

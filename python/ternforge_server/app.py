@@ -80,6 +80,10 @@ def _int_field(body: dict, name: str, lo: int, hi: int) -> int | None:
     return v
 
 
+# OpenAI's range for presence_penalty and frequency_penalty (requests, and the server's own defaults).
+PENALTY_RANGE = (-2.0, 2.0)
+
+
 def _num_field(body: dict, name: str, lo: float, hi: float, default: float) -> float:
     v = body.get(name)
     if v is None:
@@ -124,8 +128,8 @@ def _common(body: dict, state: ServerState) -> dict:
         "sampling": Sampling(temperature=_num_field(body, "temperature", 0.0, 2.0, 0.0),
                              top_p=_num_field(body, "top_p", 1e-6, 1.0, 1.0),
                              seed=(seed % (1 << 63)) if seed is not None else None,
-                             presence_penalty=_num_field(body, "presence_penalty", -2.0, 2.0, state.presence_penalty),
-                             frequency_penalty=_num_field(body, "frequency_penalty", -2.0, 2.0, state.frequency_penalty)),
+                             presence_penalty=_num_field(body, "presence_penalty", *PENALTY_RANGE, state.presence_penalty),
+                             frequency_penalty=_num_field(body, "frequency_penalty", *PENALTY_RANGE, state.frequency_penalty)),
     }
 
 

@@ -1,5 +1,6 @@
 /**
- * The command line: `tsx pipeline.ts all | <stage>... | status [--why] [--json] | dag [--mermaid] | gc`
+ * The command line: `tsx pipeline.ts all | <stage>... | status [--why] [--json] | dag [--mermaid] | gc |
+ * lock [--update] [stage...]`
  * with `--profile <name>` (default tiny), `--force`, `--dry-run`, `--wait`, `--workdir <dir>`, `--json`.
  * Exit codes: 0 ok; 1 stale (status) or failed; 2 usage errors (unknown stage or profile, a broken
  * pipeline declaration, bad options); 130 interrupted.
@@ -17,6 +18,7 @@ import { formatReason } from './key.ts';
 import { refreshLinks } from './links.ts';
 import { refreshPublished } from './publish.ts';
 import { engineSchemaSet } from './json-io.ts';
+import { diffPins, formatPinChange, type PinChange } from './pin-lock.ts';
 import { knownProfiles } from './profile.ts';
 import { Session } from './session.ts';
 import { Workspace } from './store.ts';
@@ -120,6 +122,14 @@ export async function runCli(pipeline: PipelineDecl, options: CliOptions): Promi
     .description('delete store dirs and run-cache entries that no profile lock references')
     .action(async () => {
       code = await gc(graph, root, globals());
+    });
+  program
+    .command('lock')
+    .description('resolve the pinned sources of the named stages (default: every stage that pins) into profiles/<profile>.lock.json and print what changed')
+    .option('--update', 're-resolve every source (a branch may have moved), not only those without a standing entry')
+    .argument('[stage...]', 'stages whose sources to lock')
+    .action(async (stages: string[], o: { update?: boolean }) => {
+      code = await lock(graph, root, globals(), stages, o.update === true);
     });
   for (const extra of options.commands ?? []) {
     const cmd = program.command(extra.name).description(extra.description);
@@ -261,6 +271,47 @@ async function status(graph: Graph, root: string, g: GlobalOptions & { workdir: 
     process.stdout.write(lines.join('\n') + '\n');
   }
   return stale ? 1 : 0;
+}
+
+async function lock(graph: Graph, root: string, g: GlobalOptions & { workdir: string }, stages: readonly string[], update: boolean): Promise<number> {
+  const known = [...graph.order].sort();
+  for (const st of stages) if (!graph.defs.has(st)) return fail({ reason: 'unknown-stage', stage: st, known });
+  const held = await lockWorkspace(g);
+  if (typeof held === 'number') return held;
+  const s = openSession(graph, root, g);
+  if (typeof s === 'number') {
+    held.release();
+    return s;
+  }
+  try {
+    const targets = stages.length > 0 ? stages : graph.order.filter((st) => graph.defs.get(st)!.pins !== undefined);
+    const changes: PinChange[] = [];
+    const failures: Failure[] = [];
+    const note = (line: string): void => void process.stderr.write(`${line}\n`);
+    for (const stage of targets) {
+      const requests = s.pinRequests(stage);
+      if (requests.length === 0) {
+        note(`${stage}: pins no sources in profile ${s.profile.name}`);
+        continue;
+      }
+      const before = { ...s.pinLock.entries(stage) };
+      const todo = update ? requests : s.pinLock.pending(stage, requests);
+      const resolved = await s.resolvePins(stage, todo, new AbortController().signal, (line) => note(`[${stage}] ${line}`));
+      if (!resolved.ok) {
+        failures.push(resolved.error);
+        continue;
+      }
+      s.pinLock.update(stage, requests, resolved.value);
+      changes.push(...diffPins(stage, before, s.pinLock.entries(stage)));
+    }
+    await s.close();
+    if (g.json === true) process.stdout.write(JSON.stringify({ profile: s.profile.name, lockFile: s.pinLock.path, changes, failures }, null, 2) + '\n');
+    else process.stdout.write(changes.flatMap(formatPinChange).map((l) => `${l}\n`).join(''));
+    for (const f of failures) fail(f);
+    return failures.length > 0 ? 1 : 0;
+  } finally {
+    held.release();
+  }
 }
 
 async function gc(graph: Graph, root: string, g: GlobalOptions & { workdir: string }): Promise<number> {

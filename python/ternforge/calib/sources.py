@@ -160,8 +160,9 @@ def _hub_documents(decl: SourceDecl, cache_dir: str | None, locked: dict[str, An
     if locked is None:
         raise SourceUnavailable(f"source {decl.name!r}: {decl.dataset}@{decl.revision} has no lock entry; "
                                 f"`tsx pipeline.ts lock fetch-calib` resolves it (a run does so on its first fetch)")
-    if locked["repo"] != decl.dataset or locked["ref"] != decl.revision:
-        raise SourceUnavailable(f"source {decl.name!r}: the lock pins {locked['repo']}@{locked['ref']}, the profile asks "
+    asked = locked["request"]
+    if asked["repo"] != decl.dataset or asked["ref"] != decl.revision:
+        raise SourceUnavailable(f"source {decl.name!r}: the lock pins {asked['repo']}@{asked['ref']}, the profile asks "
                                 f"for {decl.dataset}@{decl.revision}; run `tsx pipeline.ts lock fetch-calib`")
     for fname in decl.files:
         local = download(locked, fname, cache_dir)  # SourceError: download failed, or bytes differ from the lock

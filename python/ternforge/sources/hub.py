@@ -3,8 +3,8 @@
 Download mode needs the stage's lock entry (`locked`: the commit the profile's `revision` resolved to and
 every file's size and sha256 or git blob sha1 as the hub lists them; see hub_lock.py and the engine's
 `lock` command). Each locked file is fetched with `hf_hub_download` at the locked commit and refused when
-its bytes differ from the lock. Local mode needs a full 40-hex commit id and copies from a directory whose revision is known: a hub cache snapshot directory
-(`.../snapshots/<commit>/`) or one holding a `REVISION` file with the commit. Every copied file is hashed
+its bytes differ from the lock. Local mode needs a full 40-hex commit id and copies from a directory whose
+revision is known: a hub cache snapshot directory (`.../snapshots/<commit>/`) or one holding a `REVISION` file with the commit. Every copied file is hashed
 while it is copied; when the profile lists expected sha256 values, every copied file must be listed and
 match, or the copy is refused (the file is removed, nothing half-written stays). A checkpoint stored as one
 `model.safetensors` is renamed to `model-00001-of-00001.safetensors` and given an index, so every source
@@ -99,9 +99,10 @@ def fetch(out_dir: Path, repo: str, revision: str, expected_sha256: dict[str, st
     if locked is None:
         raise SourceError("unlocked", f"{repo}@{revision} has no lock entry; `tsx pipeline.ts lock --profile <profile> fetch-model` "
                           f"resolves it (a run does so on its first fetch)", repo=repo, ref=revision)
-    if locked["repo"] != repo or locked["ref"] != revision:
-        raise SourceError("stale-lock", f"the lock pins {locked['repo']}@{locked['ref']}, the profile asks for {repo}@{revision}",
-                          expected=f"{repo}@{revision}", actual=f"{locked['repo']}@{locked['ref']}")
+    asked = locked["request"]
+    if asked["repo"] != repo or asked["ref"] != revision:
+        raise SourceError("stale-lock", f"the lock pins {asked['repo']}@{asked['ref']}, the profile asks for {repo}@{revision}",
+                          expected=f"{repo}@{revision}", actual=f"{asked['repo']}@{asked['ref']}")
     import huggingface_hub
 
     from .hub_lock import download  # network only here

@@ -61,6 +61,12 @@ class PinRequest:
         return PinRequest(name=str(d["name"]), kind=str(d["kind"]), repo=str(d["repo"]), ref=str(d["ref"]),
                           files=None if files is None else tuple(str(f) for f in files))
 
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "kind": self.kind, "repo": self.repo, "ref": self.ref}
+        if self.files is not None:
+            d["files"] = list(self.files)
+        return d
+
 
 class Unresolvable(Exception):
     """One request the hub could not answer (no such repository, ref or file; offline)."""
@@ -77,7 +83,7 @@ def wanted(name: str) -> bool:
 
 
 def resolve_one(req: PinRequest, api: Any) -> dict[str, Any]:
-    """The lock entry for one request: {kind, repo, ref, commit, files: {name: {size, sha256 | git_sha1}}}."""
+    """The lock entry for one request: {request, commit, files: {name: {size, sha256 | git_sha1}}}."""
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     if req.kind not in KINDS:
@@ -111,7 +117,7 @@ def resolve_one(req: PinRequest, api: Any) -> dict[str, Any]:
             files[n] = {"size": int(s.size), "git_sha1": str(s.blob_id)}
         else:
             raise Unresolvable(f"the hub listed no size or hash for {n} of {req.repo}@{info.sha}")
-    return {"kind": req.kind, "repo": req.repo, "ref": req.ref, "commit": str(info.sha), "files": files}
+    return {"request": req.to_json(), "commit": str(info.sha), "files": files}
 
 
 def resolve(requests: list[PinRequest]) -> tuple[dict[str, dict[str, Any]], list[dict[str, str]]]:
@@ -174,17 +180,16 @@ def download(entry: dict[str, Any], name: str, cache_dir: str | None = None) -> 
     """One locked file through `hf_hub_download` at the locked commit, checked against the lock."""
     from huggingface_hub import hf_hub_download
 
+    repo, kind, commit = entry["request"]["repo"], entry["request"]["kind"], entry["commit"]
     locked = entry["files"].get(name)
     if locked is None:
-        raise SourceError("unlocked-file", f"{entry['repo']}: {name} is not in the lock (run `tsx pipeline.ts lock --update`)",
-                          file=name, repo=entry["repo"])
+        raise SourceError("unlocked-file", f"{repo}: {name} is not in the lock (run `tsx pipeline.ts lock --update`)", file=name, repo=repo)
     try:
-        path = Path(hf_hub_download(repo_id=entry["repo"], filename=name, repo_type=entry["kind"], revision=entry["commit"],
-                                    cache_dir=cache_dir, endpoint=endpoint()))
+        path = Path(hf_hub_download(repo_id=repo, filename=name, repo_type=kind, revision=commit, cache_dir=cache_dir, endpoint=endpoint()))
     except Exception as e:
-        raise SourceError("download-failed", f"cannot download {entry['repo']}@{entry['commit'][:12]}/{name} "
-                          f"({type(e).__name__}: {_first_line(e)})", repo=entry["repo"], commit=entry["commit"], file=name) from e
-    check_bytes(name, path.stat().st_size, hashes(path, locked), locked, f"{entry['repo']}@{entry['commit'][:12]}")
+        raise SourceError("download-failed", f"cannot download {repo}@{commit[:12]}/{name} ({type(e).__name__}: {_first_line(e)})",
+                          repo=repo, commit=commit, file=name) from e
+    check_bytes(name, path.stat().st_size, hashes(path, locked), locked, f"{repo}@{commit[:12]}")
     return path
 
 

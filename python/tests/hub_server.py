@@ -8,7 +8,8 @@ Endpoints, as the library calls them:
 Refs are branches or full commit ids. Like the hub, `.safetensors` and `.parquet` files are LFS files: the
 listing carries `lfs: {sha256, size}` and their ETag is the sha256; other files carry the git blob sha1
 (`blobId`, and their ETag). Unknown repositories, refs and files answer 404 with the hub's X-Error-Code.
-Run standalone for a look: `python hub_server.py` serves a one-file model until interrupted.
+Standalone: `python hub_server.py --spec <spec.json>` serves what the spec file says (replayed whenever it
+changes; see from_spec) and prints `HF_ENDPOINT=<url>`; without arguments, a one-file model.
 """
 from __future__ import annotations
 
@@ -157,9 +158,41 @@ class FakeHub:
             h.wfile.write(data)
 
 
+def from_spec(hub: FakeHub, spec: dict) -> None:
+    """Replay a JSON spec: {"pushes": [{kind, repo, branch?, files: {path: text}}], "rewrites": [{kind, repo, push, path, text}]}
+    (`push` is the index of the push whose commit gets other bytes)."""
+    hub.repos.clear()
+    commits = [hub.push(p["kind"], p["repo"], {k: v.encode() for k, v in p["files"].items()}, p.get("branch", "main")) for p in spec.get("pushes", [])]
+    for r in spec.get("rewrites", []):
+        hub.rewrite(r["kind"], r["repo"], commits[r["push"]], r["path"], r["text"].encode())
+
+
+class SpecHub(FakeHub):
+    """A FakeHub whose content is a spec file, replayed whenever the file changes (for tests in other languages)."""
+
+    def __init__(self, spec_path: str) -> None:
+        super().__init__()
+        self.spec_path = spec_path
+        self._seen: bytes | None = None
+        self._lock = threading.Lock()
+
+    def _handle(self, h: BaseHTTPRequestHandler, body: bool) -> None:
+        with self._lock:
+            text = open(self.spec_path, "rb").read()
+            if text != self._seen:
+                from_spec(self, json.loads(text))
+                self._seen = text
+        super()._handle(h, body)
+
+
 if __name__ == "__main__":
-    hub = FakeHub()
-    hub.push("model", "org/model", {"config.json": b"{}\n"})
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--spec":
+        hub: FakeHub = SpecHub(sys.argv[2])
+    else:
+        hub = FakeHub()
+        hub.push("model", "org/model", {"config.json": b"{}\n"})
     hub.start()
     print(f"HF_ENDPOINT={hub.url}", flush=True)
     threading.Event().wait()

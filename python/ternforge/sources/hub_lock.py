@@ -107,7 +107,8 @@ def resolve_one(req: PinRequest, api: Any) -> dict[str, Any]:
     if missing:
         raise Unresolvable(f"{req.kind} {req.repo}@{req.ref} (commit {info.sha}) has no file {', '.join(missing)}")
     if not names:
-        raise Unresolvable(f"{req.kind} {req.repo}@{req.ref} (commit {info.sha}) has no file fetch-model copies")
+        what = "no file fetch-model copies" if req.files is None else "no files declared to read"
+        raise Unresolvable(f"{req.kind} {req.repo}@{req.ref} (commit {info.sha}): {what}")
     files: dict[str, dict[str, Any]] = {}
     for n in names:
         s = listed[n]

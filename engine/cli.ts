@@ -18,7 +18,8 @@ import { formatReason } from './key.ts';
 import { refreshLinks } from './links.ts';
 import { refreshPublished } from './publish.ts';
 import { engineSchemaSet } from './json-io.ts';
-import { diffPins, formatPinChange, type PinChange } from './pin-lock.ts';
+import { formatPinChange } from './pin-lock.ts';
+import { lockPending } from './pin-resolve.ts';
 import { knownProfiles } from './profile.ts';
 import { Session } from './session.ts';
 import { Workspace } from './store.ts';
@@ -284,31 +285,15 @@ async function lock(graph: Graph, root: string, g: GlobalOptions & { workdir: st
     return s;
   }
   try {
-    const targets = stages.length > 0 ? stages : graph.order.filter((st) => graph.defs.get(st)!.pins !== undefined);
-    const changes: PinChange[] = [];
-    const failures: Failure[] = [];
     const note = (line: string): void => void process.stderr.write(`${line}\n`);
-    for (const stage of targets) {
-      const requests = s.pinRequests(stage);
-      if (requests.length === 0) {
-        note(`${stage}: pins no sources in profile ${s.profile.name}`);
-        continue;
-      }
-      const before = { ...s.pinLock.entries(stage) };
-      const todo = update ? requests : s.pinLock.pending(stage, requests);
-      const resolved = await s.resolvePins(stage, todo, new AbortController().signal, (line) => note(`[${stage}] ${line}`));
-      if (!resolved.ok) {
-        failures.push(resolved.error);
-        continue;
-      }
-      s.pinLock.update(stage, requests, resolved.value);
-      changes.push(...diffPins(stage, before, s.pinLock.entries(stage)));
-    }
+    const targets = stages.length > 0 ? stages : graph.order.filter((st) => graph.defs.get(st)!.pins !== undefined);
+    for (const stage of targets) if (s.pinRequests(stage).length === 0) note(`${stage}: pins no sources in profile ${s.profile.name}`);
+    const result = await lockPending(s, targets, update, new AbortController().signal, note);
     await s.close();
-    if (g.json === true) process.stdout.write(JSON.stringify({ profile: s.profile.name, lockFile: s.pinLock.path, changes, failures }, null, 2) + '\n');
+    const changes = result.ok ? result.value : [];
+    if (g.json === true) process.stdout.write(JSON.stringify({ profile: s.profile.name, lockFile: s.pinLock.path, changes, failure: result.ok ? null : result.error }, null, 2) + '\n');
     else process.stdout.write(changes.flatMap(formatPinChange).map((l) => `${l}\n`).join(''));
-    for (const f of failures) fail(f);
-    return failures.length > 0 ? 1 : 0;
+    return result.ok ? 0 : fail(result.error);
   } finally {
     held.release();
   }

@@ -6,7 +6,7 @@
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { arch, availableParallelism, platform } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import type { EvidenceRecord } from '../schemas/generated/evidence-record.ts';
 import type { OutputListing } from '../schemas/generated/output-listing.ts';
 import type { OutputDigest } from './digest.ts';
@@ -14,6 +14,7 @@ import type { Failure } from './failure.ts';
 import type { StaleReason } from './key.ts';
 import { err, ok, type Result } from './result.ts';
 import type { Evaluation, Session } from './session.ts';
+import { lockPending } from './pin-resolve.ts';
 import { commitToStore, listingDigest, listOutputs, pointOutputs, writeEvidence } from './store.ts';
 import type { StageContext, StageOutcome } from './types.ts';
 import { runWorker } from './worker.ts';
@@ -43,6 +44,10 @@ export interface RunResult {
 
 export async function runStages(s: Session, o: RunOptions): Promise<RunResult> {
   const reports: StageReport[] = [];
+  if (!o.dryRun) {
+    const locked = await lockPending(s, o.stages, false, o.signal, o.note);
+    if (!locked.ok) return { reports, failure: locked.error };
+  }
   const digests = new Map<string, OutputDigest>();
   const wouldChange = new Set<string>();
   for (const stage of o.stages) {
@@ -50,10 +55,6 @@ export async function runStages(s: Session, o: RunOptions): Promise<RunResult> {
     const upstream: Record<string, OutputDigest> = {};
     for (const up of s.graph.needs.get(stage)!) upstream[up] = digests.get(up)!;
     const staleUp = o.dryRun ? s.graph.needs.get(stage)!.filter((u) => wouldChange.has(u)) : [];
-    if (!o.dryRun) {
-      const locked = await lockPending(s, stage, o);
-      if (!locked.ok) return { reports: [...reports, { stage, action: 'failed', reasons: [], stageMs: 0 }], failure: locked.error };
-    }
     const evaluated = await s.evaluate(stage, upstream, staleUp, o.forced.has(stage));
     if (!evaluated.ok) return { reports, failure: evaluated.error };
     const ev = evaluated.value;
@@ -91,23 +92,6 @@ export async function runStages(s: Session, o: RunOptions): Promise<RunResult> {
     o.note(`ran       ${stage} (${(ran.value.stageMs / 1000).toFixed(2)} s)`);
   }
   return { reports, failure: null };
-}
-
-/**
- * The first run of a stage with pinned sources (or one after the profile changed a request) resolves
- * the requests that have no standing entry and writes them to profiles/<profile>.lock.json, before the
- * key is computed: the key holds what was locked.
- */
-async function lockPending(s: Session, stage: string, o: RunOptions): Promise<Result<void, Failure>> {
-  const requests = s.pinRequests(stage);
-  const pending = s.pinLock.pending(stage, requests);
-  if (pending.length === 0) return ok(undefined);
-  o.note(`locking   ${stage}: ${pending.map((r) => `${r.name} (${r.repo}@${r.ref})`).join(', ')}`);
-  const resolved = await s.resolvePins(stage, pending, o.signal, (line) => o.note(`[${stage}] ${line}`));
-  if (!resolved.ok) return resolved;
-  s.pinLock.update(stage, requests, resolved.value);
-  for (const r of pending) o.note(`locked    ${stage} ${r.name}: ${r.repo}@${r.ref} -> ${resolved.value[r.name]!.commit} (${relative(s.root, s.pinLock.path)})`);
-  return ok(undefined);
 }
 
 type RunOne = Result<{ digest: OutputDigest; stageMs: number }, { failure: Failure; stageMs: number }>;

@@ -50,7 +50,7 @@ export function formatFailure(f: Failure): string {
     case 'evidence-unverifiable':
       return `stage ${f.stage}: ${f.detail}\n${f.items.map((i) => `  ${i}`).join('\n')}`;
     case 'unresolvable-pins':
-      return `stage ${f.stage}: ${f.sources.length} pinned source${f.sources.length === 1 ? '' : 's'} cannot be resolved, so ${f.lockPath} cannot be written (fix the refs in the profile, or run where the hub is reachable):\n${f.sources.map((s) => `  ${s.name} (${s.repo}@${s.ref}): ${s.error}`).join('\n')}`;
+      return `${f.sources.length} pinned source${f.sources.length === 1 ? '' : 's'} cannot be resolved, so ${f.lockPath} cannot be written (fix the refs in the profile, or run where the hub is reachable):\n${f.sources.map((s) => `  ${s.stage} ${s.name} (${s.repo}@${s.ref}): ${s.error}`).join('\n')}`;
     case 'unknown-error-thrown':
       return `stage ${f.stage} threw: ${f.message}${f.stack === undefined ? '' : `\n${f.stack}`}`;
     default:

@@ -15,7 +15,7 @@ export async function resolveHubPins(requests: readonly PinRequest[], env: PinEn
   const failure = result.value.find((e) => e.event === 'failure');
   if (failure !== undefined) {
     const sources = (failure['unresolvable'] as Array<{ name: string; repo: string; ref: string; error: string }> | undefined) ?? [];
-    return err({ reason: 'unresolvable-pins', stage: env.stage, lockPath: env.lockPath, sources });
+    return err({ reason: 'unresolvable-pins', lockPath: env.lockPath, sources: sources.map((s) => ({ stage: env.stage, ...s })) });
   }
   const final = result.value.find((e) => e.event === 'result');
   const sources = final?.['sources'] as Record<string, LockedSource> | undefined;

@@ -97,18 +97,21 @@ describe('pins', () => {
     expect(lock.stages.a.model).toMatchObject({ commit: C1, request: { ref: 'v1' } });
   });
 
-  test('every unresolvable source is listed in one error, and no lock is written', async () => {
+  test('every unresolvable source of every stage is listed in one error before anything runs', async () => {
     rig.setParams('a', { pins: [{ name: 'model', repo: 'org/model', ref: 'main' }, { name: 'gone', repo: 'org/gone', ref: 'main' }, { name: 'tag', repo: 'org/data', ref: 'v9' }] });
-    const r = await rig.run('all');
+    rig.setParams('b', { value: 'b1', pins: [{ name: 'other', repo: 'org/other', ref: 'main' }] });
+    const r = await rig.json('all');
     expect(r.code).toBe(1);
+    expect(r.stages).toEqual([]);
     expect(r.stderr).toContain(
-      'error: stage a: 2 pinned sources cannot be resolved, so profiles/tiny.lock.json cannot be written (fix the refs in the profile, or run where the hub is reachable):\n' +
-        '  gone (org/gone@main): no such repository\n' +
-        '  tag (org/data@v9): no ref v9\n',
+      'error: 3 pinned sources cannot be resolved, so profiles/tiny.lock.json cannot be written (fix the refs in the profile, or run where the hub is reachable):\n' +
+        '  a gone (org/gone@main): no such repository\n' +
+        '  a tag (org/data@v9): no ref v9\n' +
+        '  b other (org/other@main): no such repository\n',
     );
     expect(existsSync(lockPath())).toBe(false);
     const l = await rig.run('lock');
     expect(l.code).toBe(1);
-    expect(l.stderr).toContain('2 pinned sources cannot be resolved');
+    expect(l.stderr).toContain('error: 3 pinned sources cannot be resolved');
   });
 });

@@ -150,8 +150,8 @@ describe('locked hub revisions (fetch-model)', () => {
     const tiny = JSON.parse(readFileSync(join(root, 'profiles', 'hubtest.json'), 'utf8')) as { stages: Record<string, unknown> };
     const r = await cli('fetch-model', '--set', 'fetch-model.revision=no-such-branch');
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("error: stage fetch-model: 1 pinned source cannot be resolved, so profiles/hubtest.lock.json cannot be written");
-    expect(r.stderr).toContain("  model (org/model@no-such-branch): model org/model has no branch, tag or commit 'no-such-branch'");
+    expect(r.stderr).toContain('error: 1 pinned source cannot be resolved, so profiles/hubtest.lock.json cannot be written');
+    expect(r.stderr).toContain("  fetch-model model (org/model@no-such-branch): model org/model has no branch, tag or commit 'no-such-branch'");
     expect(existsSync(join(root, 'profiles', 'hubtest.lock.json'))).toBe(false);
     expect(tiny.stages['fetch-model']).toEqual({ source: 'hub', repo: 'org/model', revision: 'main' });
   });

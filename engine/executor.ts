@@ -44,10 +44,6 @@ export interface RunResult {
 
 export async function runStages(s: Session, o: RunOptions): Promise<RunResult> {
   const reports: StageReport[] = [];
-  if (!o.dryRun) {
-    const locked = await lockPending(s, o.stages, false, o.signal, o.note);
-    if (!locked.ok) return { reports, failure: locked.error };
-  }
   const digests = new Map<string, OutputDigest>();
   const wouldChange = new Set<string>();
   for (const stage of o.stages) {
@@ -55,6 +51,12 @@ export async function runStages(s: Session, o: RunOptions): Promise<RunResult> {
     const upstream: Record<string, OutputDigest> = {};
     for (const up of s.graph.needs.get(stage)!) upstream[up] = digests.get(up)!;
     const staleUp = o.dryRun ? s.graph.needs.get(stage)!.filter((u) => wouldChange.has(u)) : [];
+    // The first stage with pins not in the lock yet resolves those of every stage left in this run (its
+    // upstream, e.g. the workers' venv, is ready by now): all unresolvable sources in one error.
+    if (!o.dryRun && s.pinLock.pending(stage, s.pinRequests(stage)).length > 0) {
+      const locked = await lockPending(s, o.stages.slice(o.stages.indexOf(stage)), false, o.signal, o.note);
+      if (!locked.ok) return { reports, failure: locked.error };
+    }
     const evaluated = await s.evaluate(stage, upstream, staleUp, o.forced.has(stage));
     if (!evaluated.ok) return { reports, failure: evaluated.error };
     const ev = evaluated.value;

@@ -1,6 +1,7 @@
 /**
- * Resolving pinned sources into the profile's lock, for a run (before any stage runs: the keys hold what
- * was locked) and for `tsx pipeline.ts lock`. Every stage's hook is asked; the sources none of them could
+ * Resolving pinned sources into the profile's lock, for a run (when it reaches the first stage with a
+ * pending request, for that stage and every stage left: the keys hold what was locked) and for
+ * `tsx pipeline.ts lock`. Every stage's hook is asked; the sources none of them could
  * resolve are listed in one `unresolvable-pins` failure, and a stage is written to the lock only when all
  * its sources resolved.
  */

@@ -34,6 +34,15 @@ describe('schemas', () => {
     }
   });
 
+  test('every committed profiles/*.lock.json validates against schemas/engine/pin-lock.schema.json and names its profile', () => {
+    const schemas = new SchemaSet(join(root, 'schemas'));
+    for (const f of readdirSync(join(root, 'profiles')).filter((x) => x.endsWith('.lock.json')).sort()) {
+      const lock = JSON.parse(readFileSync(join(root, 'profiles', f), 'utf8')) as { profile: string };
+      expect({ file: f, errors: schemas.validate('engine/pin-lock.schema.json', lock) }).toEqual({ file: f, errors: [] });
+      expect(lock.profile).toBe(f.replace(/\.lock\.json$/, ''));
+    }
+  });
+
   test("the profile schema refs exactly each stage's declared schema", () => {
     const profileSchema = JSON.parse(readFileSync(join(root, 'schemas', 'profile.schema.json'), 'utf8')) as {
       properties: { stages: { properties: Record<string, { $ref: string }>; required: string[] } };

@@ -201,7 +201,6 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     if failed:
         lines = [f"{f['name']} ({f['repo']}@{f['ref']}): {f['error']}" for f in failed]
         message = f"{len(failed)} of {len(requests)} hub sources cannot be resolved:\n" + "\n".join(f"  {line}" for line in lines)
-        log(message)
         emit("failure", reason="unresolvable-sources", message=message, unresolvable=failed)
         return {"ok": False}
     return {"ok": True, "sources": done}

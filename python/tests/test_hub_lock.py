@@ -175,3 +175,25 @@ def test_a_hub_source_without_a_lock_entry_is_refused_before_reading(tmp_path: P
 
     with pytest.raises(SourceUnavailable, match="has no lock entry; `tsx pipeline.ts lock fetch-calib`"):
         next(iter(documents(decl, str(tmp_path))))
+
+
+def test_a_messages_parquet_source_goes_through_the_chat_template(fake_hub: FakeHub, tmp_path: Path, tiny_fetch_dir: Path) -> None:
+    """transformers 5 returns a BatchEncoding (not a dict) from apply_chat_template: its token ids, not its keys."""
+    from transformers import AutoTokenizer
+
+    from ternforge.calib.tokens import load_role
+
+    rows = [{"messages": [{"role": "user", "content": f"Question {i}?"}, {"role": "assistant", "content": f"Answer {i}."}]} for i in range(4)]
+    fake_hub.push("dataset", "org/chat", {"train.parquet": _parquet(rows)})
+    decl = {"name": "chat-cal", "kind": "hub-files", "dataset": "org/chat", "split": "train", "revision": "main",
+            "role": "calibration", "rows": 4, "files": ["train.parquet"], "format": "messages", "fields": ["messages"]}
+    done, _ = hub_lock.resolve([hub_lock.PinRequest("chat-cal", "dataset", "org/chat", "main", ("train.parquet",))])
+    out = tmp_path / "calib"
+    result = calib_fetch.main({"model_dir": str(tiny_fetch_dir / "model"), "out": str(out), "sources": [decl],
+                               "cache_dir": str(tmp_path / "cache"), "pins": done})
+    assert result["ok"] is True
+    tok = AutoTokenizer.from_pretrained(str(tiny_fetch_dir / "model"))
+    expected = [list(tok.apply_chat_template(r["messages"], tokenize=True)["input_ids"]) for r in rows]
+    entry = json.loads((out / "data_manifest.json").read_text())["sources"][0]
+    assert entry["tokens"] == sum(len(e) for e in expected) and entry["tokens"] > 4 * 2
+    assert [d.tolist() for d in load_role(out, "calibration")] == expected

@@ -197,3 +197,32 @@ def test_a_messages_parquet_source_goes_through_the_chat_template(fake_hub: Fake
     entry = json.loads((out / "data_manifest.json").read_text())["sources"][0]
     assert entry["tokens"] == sum(len(e) for e in expected) and entry["tokens"] > 4 * 2
     assert [d.tolist() for d in load_role(out, "calibration")] == expected
+
+
+def test_a_locked_fetch_works_offline_from_the_librarys_cache(fake_hub: FakeHub, tmp_path: Path) -> None:
+    """HF_HUB_OFFLINE=1 (read by huggingface_hub at import: a fresh process) with the cache a first fetch laid out:
+    the locked commit's snapshot is used, no request reaches the hub, and the bytes are still checked."""
+    import os
+    import subprocess
+    import sys
+
+    fake_hub.push("model", "org/model", _model_files(5))
+    entry = _lock_model("main")
+    cache = tmp_path / "cache"
+    hub.fetch(tmp_path / "online", "org/model", "main", locked=entry, cache_dir=str(cache))
+    assert (cache / "models--org--model" / "snapshots" / entry["commit"] / "config.json").is_file()
+    fake_hub.requests.clear()
+    script = ("import json, sys; from pathlib import Path; from ternforge.sources import hub; "
+              "r = hub.fetch(Path(sys.argv[1]), 'org/model', 'main', locked=json.loads(sys.argv[2]), cache_dir=sys.argv[3]); "
+              "print(r['origin']['revision'])")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(hub.__file__).parents[2])}
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "offline"), json.dumps(entry), str(cache)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == entry["commit"] and fake_hub.requests == []
+    assert (tmp_path / "offline" / "model" / "config.json").read_bytes() == CONFIG
+    # Offline and changed in the cache: still refused.
+    next(cache.rglob("snapshots/*/tokenizer.json")).resolve().write_bytes(TOKENIZER.replace(b"1.0", b"2.0"))
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "offline2"), json.dumps(entry), str(cache)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and "hash-mismatch" in proc.stderr and "tokenizer.json: expected git_sha1" in proc.stderr

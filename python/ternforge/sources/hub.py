@@ -4,9 +4,9 @@ Download mode needs the stage's lock entry (`locked`: the commit the profile's `
 every file's size and sha256 or git blob sha1 as the hub lists them; see hub_lock.py and the engine's
 `lock` command). Each locked file is fetched with `hf_hub_download` at the locked commit and refused when
 its bytes differ from the lock. Local mode needs a full 40-hex commit id and copies from a directory whose
-revision is known: a hub cache snapshot directory (`.../snapshots/<commit>/`) or one holding a `REVISION` file with the commit. Every copied file is hashed
-while it is copied; when the profile lists expected sha256 values, every copied file must be listed and
-match, or the copy is refused (the file is removed, nothing half-written stays). A checkpoint stored as one
+revision is known: a hub cache snapshot directory (`.../snapshots/<commit>/`) or one holding a `REVISION`
+file with the commit. Every copied file is hashed while it is copied; when the profile lists expected sha256
+values, every copied file must be listed and match, or the copy is refused (the file is removed, nothing half-written stays). A checkpoint stored as one
 `model.safetensors` is renamed to `model-00001-of-00001.safetensors` and given an index, so every source
 has the same layout.
 """

@@ -1,5 +1,6 @@
 /**
- * The command line: `tsx pipeline.ts all | <stage>... | status [--why] [--json] | dag [--mermaid] | gc`
+ * The command line: `tsx pipeline.ts all | <stage>... | status [--why] [--json] | dag [--mermaid] | gc |
+ * lock [--update] [stage...]`
  * with `--profile <name>` (default tiny), `--force`, `--dry-run`, `--wait`, `--workdir <dir>`, `--json`.
  * Exit codes: 0 ok; 1 stale (status) or failed; 2 usage errors (unknown stage or profile, a broken
  * pipeline declaration, bad options); 130 interrupted.
@@ -17,6 +18,8 @@ import { formatReason } from './key.ts';
 import { refreshLinks } from './links.ts';
 import { refreshPublished } from './publish.ts';
 import { engineSchemaSet } from './json-io.ts';
+import { formatPinChange } from './pin-lock.ts';
+import { lockPending } from './pin-resolve.ts';
 import { knownProfiles } from './profile.ts';
 import { Session } from './session.ts';
 import { Workspace } from './store.ts';
@@ -120,6 +123,14 @@ export async function runCli(pipeline: PipelineDecl, options: CliOptions): Promi
     .description('delete store dirs and run-cache entries that no profile lock references')
     .action(async () => {
       code = await gc(graph, root, globals());
+    });
+  program
+    .command('lock')
+    .description('resolve the pinned sources of the named stages (default: every stage that pins) into profiles/<profile>.lock.json and print what changed')
+    .option('--update', 're-resolve every source (a branch may have moved), not only those without a standing entry')
+    .argument('[stage...]', 'stages whose sources to lock')
+    .action(async (stages: string[], o: { update?: boolean }) => {
+      code = await lock(graph, root, globals(), stages, o.update === true);
     });
   for (const extra of options.commands ?? []) {
     const cmd = program.command(extra.name).description(extra.description);
@@ -261,6 +272,31 @@ async function status(graph: Graph, root: string, g: GlobalOptions & { workdir: 
     process.stdout.write(lines.join('\n') + '\n');
   }
   return stale ? 1 : 0;
+}
+
+async function lock(graph: Graph, root: string, g: GlobalOptions & { workdir: string }, stages: readonly string[], update: boolean): Promise<number> {
+  const known = [...graph.order].sort();
+  for (const st of stages) if (!graph.defs.has(st)) return fail({ reason: 'unknown-stage', stage: st, known });
+  const held = await lockWorkspace(g);
+  if (typeof held === 'number') return held;
+  const s = openSession(graph, root, g);
+  if (typeof s === 'number') {
+    held.release();
+    return s;
+  }
+  try {
+    const note = (line: string): void => void process.stderr.write(`${line}\n`);
+    const targets = stages.length > 0 ? stages : graph.order.filter((st) => graph.defs.get(st)!.pins !== undefined);
+    for (const stage of targets) if (s.pinRequests(stage).length === 0) note(`${stage}: pins no sources in profile ${s.profile.name}`);
+    const result = await lockPending(s, targets, update, new AbortController().signal, note);
+    await s.close();
+    const changes = result.ok ? result.value : [];
+    if (g.json === true) process.stdout.write(JSON.stringify({ profile: s.profile.name, lockFile: s.pinLock.path, changes, failure: result.ok ? null : result.error }, null, 2) + '\n');
+    else process.stdout.write(changes.flatMap(formatPinChange).map((l) => `${l}\n`).join(''));
+    return result.ok ? 0 : fail(result.error);
+  } finally {
+    held.release();
+  }
 }
 
 async function gc(graph: Graph, root: string, g: GlobalOptions & { workdir: string }): Promise<number> {

@@ -14,6 +14,7 @@ import type { Failure } from './failure.ts';
 import type { StaleReason } from './key.ts';
 import { err, ok, type Result } from './result.ts';
 import type { Evaluation, Session } from './session.ts';
+import { lockPending } from './pin-resolve.ts';
 import { commitToStore, listingDigest, listOutputs, pointOutputs, writeEvidence } from './store.ts';
 import type { StageContext, StageOutcome } from './types.ts';
 import { runWorker } from './worker.ts';
@@ -50,6 +51,12 @@ export async function runStages(s: Session, o: RunOptions): Promise<RunResult> {
     const upstream: Record<string, OutputDigest> = {};
     for (const up of s.graph.needs.get(stage)!) upstream[up] = digests.get(up)!;
     const staleUp = o.dryRun ? s.graph.needs.get(stage)!.filter((u) => wouldChange.has(u)) : [];
+    // The first stage with pins not in the lock yet resolves those of every stage left in this run (its
+    // upstream, e.g. the workers' venv, is ready by now): all unresolvable sources in one error.
+    if (!o.dryRun && s.pinLock.pending(stage, s.pinRequests(stage)).length > 0) {
+      const locked = await lockPending(s, o.stages.slice(o.stages.indexOf(stage)), false, o.signal, o.note);
+      if (!locked.ok) return { reports, failure: locked.error };
+    }
     const evaluated = await s.evaluate(stage, upstream, staleUp, o.forced.has(stage));
     if (!evaluated.ok) return { reports, failure: evaluated.error };
     const ev = evaluated.value;
@@ -122,6 +129,7 @@ async function runOne(s: Session, ev: Evaluation, o: RunOptions): Promise<RunOne
       o.note(`[${stage}] ${line}`);
     },
     signal: o.signal,
+    pins: s.standingPins(stage),
   };
   const t0 = performance.now();
   let outcome: Result<StageOutcome, Failure>;

@@ -44,6 +44,8 @@ export type Failure =
   | { reason: 'provenance-violation'; stage: string; manifest: string; violations: Array<{ source: string; rule: string; detail: string }> }
   /** The report cannot back a claim with the shipped files: a record is missing or does not chain, a cited anchor is gone, or a rule's check is contradicted. */
   | { reason: 'evidence-unverifiable'; stage: string; detail: string; items: string[] }
+  /** Pinned sources cannot be resolved (no such repository, ref or file; offline): every one of the run's stages, listed together. */
+  | { reason: 'unresolvable-pins'; lockPath: string; sources: Array<{ stage: string; name: string; repo: string; ref: string; error: string }> }
   /** Anything thrown inside a stage: a bug, reported with its stack. */
   | { reason: 'unknown-error-thrown'; stage: string; message: string; stack?: string };
 

@@ -49,6 +49,8 @@ export function formatFailure(f: Failure): string {
       return `stage ${f.stage}: provenance proof failed (${f.manifest}): benchmark or held-out data could reach quantize or a choice of defaults\n${f.violations.map((v) => `  ${v.source} [${v.rule}]: ${v.detail}`).join('\n')}`;
     case 'evidence-unverifiable':
       return `stage ${f.stage}: ${f.detail}\n${f.items.map((i) => `  ${i}`).join('\n')}`;
+    case 'unresolvable-pins':
+      return `${f.sources.length} pinned source${f.sources.length === 1 ? '' : 's'} cannot be resolved, so ${f.lockPath} cannot be written (fix the refs in the profile, or run where the hub is reachable):\n${f.sources.map((s) => `  ${s.stage} ${s.name} (${s.repo}@${s.ref}): ${s.error}`).join('\n')}`;
     case 'unknown-error-thrown':
       return `stage ${f.stage} threw: ${f.message}${f.stack === undefined ? '' : `\n${f.stack}`}`;
     default:

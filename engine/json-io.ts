@@ -16,6 +16,7 @@ import { err, ok, type Result } from './result.ts';
 /** The engine's own schemas, relative to the engine repository's `schemas/`. */
 export const ENGINE_SCHEMAS = {
   lockFile: 'engine/lock-file.schema.json',
+  pinLock: 'engine/pin-lock.schema.json',
   runCacheEntry: 'engine/run-cache-entry.schema.json',
   workspaceLock: 'engine/workspace-lock.schema.json',
   hashCache: 'engine/hash-cache.schema.json',

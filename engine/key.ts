@@ -8,6 +8,7 @@ import type { StageKeyData as StageKeyDataWire } from '../schemas/generated/stag
 import { canonicalJson, sha256, type FileSha256, type JsonValue, type OutputDigest, type StageKey } from './digest.ts';
 import type { Failure } from './failure.ts';
 import type { FileHasher } from './hash.ts';
+import type { LockedSource } from './pin-lock.ts';
 import { err, ok, type Result } from './result.ts';
 import type { StageDef, Tool } from './types.ts';
 
@@ -32,6 +33,8 @@ export interface StageKeyData {
   tools: Partial<Record<Tool, string>>;
   /** Declared environment facts -> value. */
   facts: Record<string, string>;
+  /** A stage with pinned sources: source name -> its lock entry. Absent for every other stage. */
+  pins?: Record<string, LockedSource>;
 }
 
 // The in-memory record must stay assignable to the persisted one.
@@ -86,6 +89,8 @@ export interface KeyInputs {
   upstream: Record<string, OutputDigest>;
   /** Known tool versions (node always; python/torch from the venv's ternforge-env.json). */
   toolVersions: Partial<Record<Tool, string>>;
+  /** The stage's standing pin-lock entries, when it requests any (undefined: the field stays out of the key). */
+  pins?: Record<string, LockedSource>;
 }
 
 export async function computeKeyData(k: KeyInputs): Promise<Result<StageKeyData, Failure>> {
@@ -97,7 +102,9 @@ export async function computeKeyData(k: KeyInputs): Promise<Result<StageKeyData,
   const tools: Partial<Record<Tool, string>> = {};
   for (const t of [...(k.def.tools ?? [])].sort()) tools[t] = k.toolVersions[t] ?? 'absent';
   const facts = k.def.facts === undefined ? {} : await k.def.facts(k.params, k.root);
-  return ok({ format: ENGINE_FORMAT, stage, code: code.value, params: k.params, inputs: inputs.value, upstream: { ...k.upstream }, tools, facts });
+  const data: StageKeyData = { format: ENGINE_FORMAT, stage, code: code.value, params: k.params, inputs: inputs.value, upstream: { ...k.upstream }, tools, facts };
+  if (k.pins !== undefined) data.pins = k.pins;
+  return ok(data);
 }
 
 /** Why a stage is stale: one typed reason per changed field. Text and --json share it. */
@@ -121,7 +128,12 @@ export type StaleReason =
   /** A declared environment fact changed. */
   | { kind: 'fact'; name: string; from?: string; to?: string }
   /** Key unchanged, but the outputs the lock names are gone or modified. */
-  | { kind: 'output-missing' };
+  | { kind: 'output-missing' }
+  /**
+   * A pinned source: locked at another commit or with other files (`changed`), newly or no longer
+   * requested, or `unresolved`: no standing entry in profiles/<profile>.lock.json yet (the run resolves it).
+   */
+  | { kind: 'pin'; source: string; change: 'changed' | 'new' | 'removed' | 'unresolved'; from?: string; to?: string };
 
 export type Change = 'modified' | 'new' | 'deleted';
 
@@ -180,6 +192,16 @@ export function diffKeys(locked: StageKeyDataWire, current: StageKeyData): Stale
   }
   out.push(...diffStrings('tool', locked.tools, current.tools as Record<string, string>));
   out.push(...diffStrings('fact', locked.facts, current.facts));
+  const a = locked.pins ?? {};
+  const b = current.pins ?? {};
+  for (const source of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) {
+    const x = a[source];
+    const y = b[source];
+    if (canonicalJson(x) === canonicalJson(y)) continue;
+    if (x === undefined) out.push({ kind: 'pin', source, change: 'new', to: y!.commit });
+    else if (y === undefined) out.push({ kind: 'pin', source, change: 'removed', from: x.commit });
+    else out.push({ kind: 'pin', source, change: 'changed', from: x.commit, to: y.commit });
+  }
   return out;
 }
 
@@ -207,5 +229,9 @@ export function formatReason(r: StaleReason): string {
       return `fact ${r.name}: ${r.from ?? '(absent)'} -> ${r.to ?? '(absent)'}`;
     case 'output-missing':
       return 'outputs missing or modified';
+    case 'pin':
+      return r.change === 'unresolved' ? `pin ${r.source}: not in the lock yet (resolved when the stage runs, or by \`lock\`)`
+        : r.change === 'changed' ? `pin ${r.source}: ${r.from} -> ${r.to}${r.from === r.to ? ' (files changed)' : ''}`
+        : `pin ${r.source}: ${r.change}${r.to !== undefined ? ` at ${r.to}` : r.from !== undefined ? ` (was ${r.from})` : ''}`;
   }
 }

@@ -20,7 +20,7 @@ export interface LoadedProfile {
 export function knownProfiles(root: string): string[] {
   try {
     return readdirSync(join(root, 'profiles'))
-      .filter((f) => f.endsWith('.json'))
+      .filter((f) => f.endsWith('.json') && !f.endsWith('.lock.json'))
       .map((f) => f.slice(0, -'.json'.length))
       .sort();
   } catch {

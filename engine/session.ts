@@ -2,7 +2,8 @@
  * One invocation's view of a workspace: the graph, the profile, the lock, the hasher, and the
  * evaluation of each stage (its key, fresh or stale, and why). Shared by run, status and --dry-run.
  */
-import { join } from 'node:path';
+import { mkdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { sha256, type JsonValue, type OutputDigest, type StageKey } from './digest.ts';
 import type { Failure } from './failure.ts';
 import type { Graph } from './graph.ts';
@@ -10,12 +11,14 @@ import { FileHasher } from './hash.ts';
 import { engineSchemaSet, SchemaSet } from './json-io.ts';
 import { computeKeyData, diffKeys, stageKey, type StageKeyData, type StaleReason } from './key.ts';
 import { ProfileLock, type LockEntry } from './lock-file.ts';
+import { PinLock, type LockedSource, type PinRequest } from './pin-lock.ts';
 import { loadProfile, type LoadedProfile } from './profile.ts';
 import { mmapAddonForHashing } from './native/addon.ts';
 import { err, ok, type Result } from './result.ts';
 import { currentOutputs, RunCache, storeIntact, Workspace } from './store.ts';
 import type { OutputMode, StageDef } from './types.ts';
 import { toolVersions, venvDir, venvPython } from './venv.ts';
+import { runWorker } from './worker.ts';
 
 /** Stands in for the outputs of an upstream stage that never ran. */
 export const ABSENT_DIGEST = sha256('ternforge: no outputs') as OutputDigest;
@@ -50,10 +53,12 @@ export class Session {
   readonly schemas: SchemaSet;
   readonly hasher: FileHasher;
   readonly lock: ProfileLock;
+  /** profiles/<profile>.lock.json: the committed lock of pinned sources. */
+  readonly pinLock: PinLock;
   readonly runCache: RunCache;
   readonly venv: string;
 
-  private constructor(o: SessionOptions, profile: LoadedProfile, schemas: SchemaSet, lock: ProfileLock, hashAddon: string | null) {
+  private constructor(o: SessionOptions, profile: LoadedProfile, schemas: SchemaSet, lock: ProfileLock, pinLock: PinLock, hashAddon: string | null) {
     this.root = o.root;
     this.workdir = o.workdir;
     this.ws = new Workspace(o.workdir);
@@ -61,6 +66,7 @@ export class Session {
     this.profile = profile;
     this.schemas = schemas;
     this.lock = lock;
+    this.pinLock = pinLock;
     this.hasher = new FileHasher(this.ws.hashCache, schemas, { storeDir: this.ws.storeRoot, addon: hashAddon });
     this.runCache = new RunCache(this.ws, schemas);
     this.venv = venvDir(o.workdir);
@@ -73,9 +79,11 @@ export class Session {
     if (!profile.ok) return profile;
     const lock = ProfileLock.read(ws.lockFile(o.profile), o.profile, schemas, o.workdir);
     if (!lock.ok) return lock;
+    const pinLock = PinLock.read(o.root, o.profile, schemas);
+    if (!pinLock.ok) return pinLock;
     const addon = mmapAddonForHashing();
     if (!addon.ok) return err({ reason: 'invalid-environment', variable: 'TERNFORGE_HASH_IO', detail: addon.error });
-    return ok(new Session(o, profile.value, schemas, lock.value, addon.value));
+    return ok(new Session(o, profile.value, schemas, lock.value, pinLock.value, addon.value));
   }
 
   def(stage: string): StageDef<unknown> {
@@ -95,6 +103,39 @@ export class Session {
   /** The directory `ctx.upstream(stage)` returns. */
   upstreamDir(stage: string): string {
     return this.mode(stage) === 'in-place' ? this.inPlaceDir(stage) : this.ws.outputsLink(this.profile.name, stage);
+  }
+
+  /** The sources a stage pins under the current profile (none for a stage without the hook). */
+  pinRequests(stage: string): PinRequest[] {
+    return this.def(stage).pins?.requests(this.profile.sections[stage]) ?? [];
+  }
+
+  /** The stage's standing lock entries, by source name (requests without one are left out). */
+  standingPins(stage: string): Record<string, LockedSource> {
+    const out: Record<string, LockedSource> = {};
+    for (const r of this.pinRequests(stage)) {
+      const e = this.pinLock.standing(stage, r);
+      if (e !== undefined) out[r.name] = e;
+    }
+    return out;
+  }
+
+  /**
+   * Resolve pin requests through the stage's hook (network; the workers' Python): source name -> its
+   * locked source. Nothing is written; `pinLock.update` records the result.
+   */
+  async resolvePins(stage: string, requests: readonly PinRequest[], signal: AbortSignal, log: (line: string) => void): Promise<Result<Record<string, LockedSource>, Failure>> {
+    const hook = this.def(stage).pins;
+    if (hook === undefined || requests.length === 0) return ok({});
+    mkdirSync(this.ws.tmpDir, { recursive: true });
+    return hook.resolve(requests, {
+      stage,
+      root: this.root,
+      python: this.python,
+      lockPath: relative(this.root, this.pinLock.path),
+      worker: (command, config) => runWorker({ stage, python: this.python, root: this.root, tmpDir: this.ws.tmpDir, signal, log }, command, config),
+      log,
+    });
   }
 
   get python(): string {
@@ -126,6 +167,7 @@ export class Session {
    * themselves stale (they run first, so this stage's key may still change).
    */
   async evaluate(stage: string, upstream: Record<string, OutputDigest>, staleUpstream: readonly string[], forced: boolean): Promise<Result<Evaluation, Failure>> {
+    const requests = this.pinRequests(stage);
     const keyData = await computeKeyData({
       def: this.def(stage),
       params: this.profile.sections[stage] as JsonValue,
@@ -133,12 +175,14 @@ export class Session {
       hasher: this.hasher,
       upstream,
       toolVersions: toolVersions(this.venv, this.schemas),
+      ...(requests.length > 0 ? { pins: this.standingPins(stage) } : {}),
     });
     if (!keyData.ok) return keyData;
     const key = stageKey(keyData.value);
     const entry = this.lock.get(stage);
     const reasons: StaleReason[] = [];
     if (forced) reasons.push({ kind: 'forced' });
+    for (const r of this.pinLock.pending(stage, requests)) reasons.push({ kind: 'pin', source: r.name, change: 'unresolved' });
     if (entry === undefined) reasons.push({ kind: 'never-run' });
     else if (entry.key !== key) reasons.push(...diffKeys(entry.keyData, keyData.value));
     for (const up of staleUpstream) if (!reasons.some((r) => r.kind === 'upstream' && r.stage === up)) reasons.push({ kind: 'upstream', stage: up, change: 'stale' });

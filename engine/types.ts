@@ -1,4 +1,5 @@
 import type { Failure } from './failure.ts';
+import type { LockedSource, PinRequest } from './pin-lock.ts';
 import type { Result } from './result.ts';
 
 /** Tool versions a stage may depend on; their values enter the stage key. */
@@ -44,6 +45,39 @@ export interface StageContext<P> {
   log(line: string): void;
   /** Fires on SIGINT/SIGTERM; long stages check it. */
   readonly signal: AbortSignal;
+  /**
+   * A stage with `pins`: each requested source's entry in profiles/<profile>.lock.json (resolved before
+   * the stage runs, part of its key); the stage reads exactly these commits and checks these hashes.
+   * Empty for other stages.
+   */
+  readonly pins: Readonly<Record<string, LockedSource>>;
+}
+
+/** What a pin hook's `resolve` may use: the workers' Python, like a stage's run. */
+export interface PinEnv {
+  readonly stage: string;
+  readonly root: string;
+  readonly python: string;
+  /** The lock file the result goes to, relative to the root (for messages). */
+  readonly lockPath: string;
+  worker(command: string, config: unknown): Promise<Result<WorkerEvent[], Failure>>;
+  log(line: string): void;
+}
+
+/**
+ * Named sources a stage reads by a ref that can move (a branch or tag of a hub repository). The engine
+ * keeps what each resolved to in the committed lock `profiles/<profile>.lock.json` (engine/pin-lock.ts):
+ * a request without a standing entry is resolved before the stage runs (or by `tsx pipeline.ts lock`),
+ * and the entries enter the stage key.
+ */
+export interface PinHook<P> {
+  /** The sources the params ask for; none (an empty list) leaves the stage's key as without the hook. */
+  requests(params: P): PinRequest[];
+  /**
+   * Resolve requests (network): source name -> locked source. Every request is tried; the ones that
+   * fail are returned together in one `unresolvable-pins` failure.
+   */
+  resolve(requests: readonly PinRequest[], env: PinEnv): Promise<Result<Record<string, LockedSource>, Failure>>;
 }
 
 /** One JSON-lines event a worker printed on stdout: `{"event": "...", ...}`. */
@@ -91,6 +125,8 @@ export interface StageDef<P = unknown> {
   readonly marker?: string;
   /** Only fetch stages may touch the network. */
   readonly network?: boolean;
+  /** Sources the stage pins through the committed lock file (see PinHook). */
+  readonly pins?: PinHook<P>;
   run(ctx: StageContext<P>): Promise<Result<StageOutcome, Failure>>;
 }
 

@@ -3,6 +3,7 @@ import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import type { FetchCalibParams } from '../schemas/generated/fetch-calib.ts';
 import { failureEvent } from './fetch-model.ts';
+import { resolveHubPins } from './hub-pins.ts';
 
 /**
  * fetch-calib: the profile's declared text sources to token files and the data manifest.
@@ -11,7 +12,9 @@ import { failureEvent } from './fetch-model.ts';
  * The work is the Python worker command `fetch-calib` (python/ternforge/calib/), tokenising with
  * fetch-model's tokenizer. A source that breaks a data rule (a benchmark, or a validation/test/dev split,
  * with a role other than `evaluation`) or that cannot be read here is a `failure` event, refused before
- * anything is read.
+ * anything is read. `hub-files` sources are pinned: each `revision` (branch, tag or commit) is resolved once
+ * to its commit and the declared files' sha256, kept in profiles/<profile>.lock.json; reads use that commit
+ * and refuse bytes that differ (engine `pins` hook, stages/hub-pins.ts).
  */
 export const stage = defineStage<FetchCalibParams>({
   name: 'fetch-calib',
@@ -19,18 +22,26 @@ export const stage = defineStage<FetchCalibParams>({
   code: [
     'stages/fetch-calib.ts',
     'stages/fetch-model.ts',
+    'stages/hub-pins.ts',
     'python/ternforge/__main__.py',
     'python/ternforge/events.py',
     'python/ternforge/calib',
+    'python/ternforge/sources/checkpoint.py',
+    'python/ternforge/sources/hub_lock.py',
   ],
   schema: 'schemas/stages/fetch-calib.schema.json',
   tools: ['python'],
   network: true,
+  pins: {
+    requests: (p) => p.sources.filter((s) => s.kind === 'hub-files').map((s) => ({ name: s.name, kind: 'dataset', repo: s.dataset, ref: s.revision, files: [...(s.files ?? [])] })),
+    resolve: resolveHubPins,
+  },
   async run(ctx) {
     const result = await ctx.worker('fetch-calib', {
       sources: ctx.params.sources,
       cache_dir: ctx.params.cache_dir,
       model_dir: join(ctx.upstream('fetch-model'), 'model'),
+      pins: ctx.pins,
       out: ctx.out,
     });
     if (!result.ok) return result;

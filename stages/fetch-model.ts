@@ -2,12 +2,16 @@ import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import type { WorkerEvent } from '../engine/types.ts';
 import type { FetchModelParams } from '../schemas/generated/fetch-model.ts';
+import { resolveHubPins } from './hub-pins.ts';
 
 /**
  * fetch-model: the source checkpoint in one layout for every profile.
  *   <out>/model/   config.json, generation_config.json, model.safetensors.index.json, model-0000K-of-0000N.safetensors,
  *                  tokenizer.json, tokenizer_config.json, chat_template.jinja (when not inside tokenizer_config.json)
  *   <out>/source.json   what was fetched, from where, every file's sha256 and size
+ * A hub source (not `local_path`) is pinned: `revision` (a branch, tag or commit) is resolved once to its
+ * commit and every file's hash, kept in profiles/<profile>.lock.json; the download reads that commit and
+ * refuses bytes that differ (engine `pins` hook, stages/hub-pins.ts).
  * The work is the Python worker command `fetch-model` (python/ternforge/sources/); this file only maps the
  * profile section onto its config and turns a `failure` event into a stage failure.
  */
@@ -16,6 +20,7 @@ export const stage = defineStage<FetchModelParams>({
   summary: 'Fetch or generate the source checkpoint and check its hashes',
   code: [
     'stages/fetch-model.ts',
+    'stages/hub-pins.ts',
     'python/ternforge/__main__.py',
     'python/ternforge/events.py',
     'python/ternforge/sources',
@@ -23,8 +28,13 @@ export const stage = defineStage<FetchModelParams>({
   schema: 'schemas/stages/fetch-model.schema.json',
   tools: ['python', 'torch'],
   network: true,
+  pins: {
+    requests: (p) => (p.source === 'hub' && p.local_path === undefined ? [{ name: 'model', kind: 'model', repo: p.repo ?? '', ref: p.revision ?? '' }] : []),
+    resolve: resolveHubPins,
+  },
   async run(ctx) {
-    const result = await ctx.worker('fetch-model', { ...ctx.params, out_dir: ctx.out });
+    const locked = ctx.pins['model'];
+    const result = await ctx.worker('fetch-model', { ...ctx.params, out_dir: ctx.out, ...(locked !== undefined ? { locked } : {}) });
     if (!result.ok) return result;
     const failure = failureEvent(result.value);
     if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });

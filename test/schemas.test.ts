@@ -25,12 +25,21 @@ describe('schemas', () => {
 
   test('every profiles/*.json validates against schemas/profile.schema.json and is named after its file', () => {
     const schemas = new SchemaSet(join(root, 'schemas'));
-    const files = readdirSync(join(root, 'profiles')).filter((f) => f.endsWith('.json')).sort();
+    const files = readdirSync(join(root, 'profiles')).filter((f) => f.endsWith('.json') && !f.endsWith('.lock.json')).sort();
     expect(files.length).toBeGreaterThanOrEqual(3);
     for (const f of files) {
       const profile = JSON.parse(readFileSync(join(root, 'profiles', f), 'utf8')) as { name: string };
       expect({ file: f, errors: schemas.validate('profile.schema.json', profile) }).toEqual({ file: f, errors: [] });
       expect(profile.name).toBe(f.replace(/\.json$/, ''));
+    }
+  });
+
+  test('every committed profiles/*.lock.json validates against schemas/engine/pin-lock.schema.json and names its profile', () => {
+    const schemas = new SchemaSet(join(root, 'schemas'));
+    for (const f of readdirSync(join(root, 'profiles')).filter((x) => x.endsWith('.lock.json')).sort()) {
+      const lock = JSON.parse(readFileSync(join(root, 'profiles', f), 'utf8')) as { profile: string };
+      expect({ file: f, errors: schemas.validate('engine/pin-lock.schema.json', lock) }).toEqual({ file: f, errors: [] });
+      expect(lock.profile).toBe(f.replace(/\.lock\.json$/, ''));
     }
   });
 

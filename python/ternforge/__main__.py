@@ -15,6 +15,7 @@ from .events import emit, log
 
 COMMANDS: dict[str, str] = {
     "fetch-model": "ternforge.sources.fetch:main",
+    "hub-resolve": "ternforge.sources.hub_lock:main",
     "quantize": "ternforge.quant.run:main",
     "fetch-calib": "ternforge.calib.fetch:main",
     "quality": "ternforge.quality:main",

@@ -9,6 +9,7 @@ import torch
 
 from ternforge.calib import fetch, policy
 from ternforge.calib.sources import SourceDecl, SourceUnavailable, documents
+from ternforge.sources.checkpoint import SourceError
 from ternforge.calib.tokens import TokenFileMismatch, load_role, sequences
 
 
@@ -87,17 +88,18 @@ def test_the_worker_command_reports_a_refusal_as_a_failure_event(tmp_path: Path)
     assert "GPQA" in events[0]["message"] and events[-1] == {"event": "result", "ok": False}
 
 
-def test_hub_sources_refuse_clearly_when_unpinned_or_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    unpinned = SourceDecl.from_json({"name": "ot", "kind": "hub-files", "dataset": "open-thoughts/OpenThoughts-114k",
-                                     "split": "train", "revision": "main", "role": "calibration", "rows": 4,
-                                     "files": ["data/train-00000-of-00006.parquet"]})
-    with pytest.raises(SourceUnavailable, match="not a pinned 40-hex commit"):
-        next(iter(documents(unpinned)))
+def test_hub_sources_refuse_clearly_when_unlocked_or_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    decl = SourceDecl.from_json({"name": "ot", "kind": "hub-files", "dataset": "open-thoughts/OpenThoughts-114k",
+                                 "split": "train", "revision": "main", "role": "calibration", "rows": 4,
+                                 "files": ["data/x.jsonl"]})
+    with pytest.raises(SourceUnavailable, match="has no lock entry"):
+        next(iter(documents(decl)))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    pinned = SourceDecl.from_json({**unpinned.__dict__, "buckets": [0, 100], "files": ["data/x.jsonl"],
-                                   "revision": "0" * 40})
-    with pytest.raises(SourceUnavailable, match="needs hub access"):
-        next(iter(documents(pinned, cache_dir=str(tmp_path))))
+    locked = {"request": {"name": "ot", "kind": "dataset", "repo": decl.dataset, "ref": "main", "files": ["data/x.jsonl"]},
+              "commit": "0" * 40, "files": {"data/x.jsonl": {"size": 1, "sha256": "0" * 64}}}
+    with pytest.raises(SourceError) as e:
+        next(iter(documents(decl, cache_dir=str(tmp_path), locked=locked)))
+    assert e.value.reason == "download-failed" and e.value.facts["file"] == "data/x.jsonl"
 
 
 def test_fetch_writes_disjoint_token_files_and_manifest(tmp_path: Path, tiny_fetch_dir: Path) -> None:

@@ -35,7 +35,14 @@ export interface DataManifest {
     dataset: string;
     config: string | null;
     split: string;
+    /**
+     * The ref the profile asks for (hub-files) or the Python version (package-text).
+     */
     revision: string;
+    /**
+     * hub-files: the commit the lock resolved `revision` to, which was read.
+     */
+    commit?: string;
     role: 'calibration' | 'heldout' | 'selection' | 'evaluation';
     rows_declared: number;
     buckets: number[];

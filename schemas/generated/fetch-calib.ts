@@ -37,7 +37,7 @@ export interface CalibSource {
    */
   split: string;
   /**
-   * hub-files: the 40-hex commit; package-text: python-<major>.<minor> whose files are read.
+   * hub-files: the branch, tag or commit; the first fetch (or `tsx pipeline.ts lock`) resolves it to a commit and the files' sha256, kept in profiles/<profile>.lock.json. package-text: python-<major>.<minor> whose files are read.
    */
   revision: string;
   /**

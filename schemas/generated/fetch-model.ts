@@ -41,7 +41,7 @@ export interface FetchModelParams {
    */
   repo?: string;
   /**
-   * hub: the full 40-hex commit id; branches and tags are refused.
+   * hub: the branch, tag or commit to fetch; the first fetch (or `tsx pipeline.ts lock`) resolves it to a commit and every file's sha256, kept in profiles/<profile>.lock.json, and later fetches read exactly that. With local_path: the full 40-hex commit the directory holds.
    */
   revision?: string;
   /**

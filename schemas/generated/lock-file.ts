@@ -1,5 +1,22 @@
 /* Generated from schemas/engine/lock-file.schema.json by scripts/gen-types.ts. Do not edit. */
 
+export type LockedFile = {
+  [k: string]: unknown;
+} & {
+  /**
+   * Size in bytes.
+   */
+  size: number;
+  /**
+   * sha256 of the bytes (the hub lists it for LFS files).
+   */
+  sha256?: string;
+  /**
+   * git blob sha1 (the hub lists it for files git stores itself).
+   */
+  git_sha1?: string;
+};
+
 /**
  * What was observed when each stage of one profile last produced its current outputs (.ternforge/<profile>/lock.json). Pretty-printed with sorted keys, rewritten only when an entry changes, written after the outputs are in place.
  */
@@ -67,6 +84,12 @@ export interface StageKeyData {
   facts: {
     [k: string]: string;
   };
+  /**
+   * Only for a stage that declares pinned sources: source name -> its entry in profiles/<profile>.lock.json (the resolved commit and file hashes). Absent otherwise, so other stages' keys do not change.
+   */
+  pins?: {
+    [k: string]: LockedSource;
+  };
 }
 /**
  * The stage's own code: repository-relative file path -> sha256 of its bytes (directories expanded, __pycache__ ignored).
@@ -85,4 +108,42 @@ export interface DigestMap1 {
  */
 export interface DigestMap2 {
   [k: string]: string;
+}
+export interface LockedSource {
+  request: PinRequest;
+  /**
+   * The commit the request's ref resolved to; fetches read exactly this commit.
+   */
+  commit: string;
+  /**
+   * Repository-relative path -> size and hash; fetched bytes that differ are refused.
+   */
+  files: {
+    [k: string]: LockedFile;
+  };
+}
+/**
+ * What a stage asks for: a named source, its kind, repository and ref (branch, tag or commit), and optionally the files wanted (absent: the files the resolver selects).
+ */
+export interface PinRequest {
+  /**
+   * The source's name inside its stage (the lock's key).
+   */
+  name: string;
+  /**
+   * What the resolver knows it as (hub: model | dataset).
+   */
+  kind: string;
+  /**
+   * Repository id, e.g. Qwen/Qwen3.5-4B.
+   */
+  repo: string;
+  /**
+   * The branch, tag or commit the profile names.
+   */
+  ref: string;
+  /**
+   * The files wanted, when the stage names them.
+   */
+  files?: string[];
 }

@@ -75,7 +75,7 @@ export interface FetchModelParams {
    */
   repo?: string;
   /**
-   * hub: the full 40-hex commit id; branches and tags are refused.
+   * hub: the branch, tag or commit to fetch; the first fetch (or `tsx pipeline.ts lock`) resolves it to a commit and every file's sha256, kept in profiles/<profile>.lock.json, and later fetches read exactly that. With local_path: the full 40-hex commit the directory holds.
    */
   revision?: string;
   /**
@@ -126,7 +126,7 @@ export interface CalibSource {
    */
   split: string;
   /**
-   * hub-files: the 40-hex commit; package-text: python-<major>.<minor> whose files are read.
+   * hub-files: the branch, tag or commit; the first fetch (or `tsx pipeline.ts lock`) resolves it to a commit and the files' sha256, kept in profiles/<profile>.lock.json. package-text: python-<major>.<minor> whose files are read.
    */
   revision: string;
   /**

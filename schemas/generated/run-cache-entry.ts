@@ -8,6 +8,22 @@ export type OutputListing = {
   sha256: string;
   size: number;
 }[];
+export type LockedFile = {
+  [k: string]: unknown;
+} & {
+  /**
+   * Size in bytes.
+   */
+  size: number;
+  /**
+   * sha256 of the bytes (the hub lists it for LFS files).
+   */
+  sha256?: string;
+  /**
+   * git blob sha1 (the hub lists it for files git stores itself).
+   */
+  git_sha1?: string;
+};
 
 /**
  * One run-cache entry (.ternforge/runs/<key[:2]>/<key>.json): a stage key and the outputs it produced, kept by content in .ternforge/store/<stage>/<outputDigest>/. Validated on read; a corrupt or dangling entry is a miss and is deleted.
@@ -95,6 +111,12 @@ export interface StageKeyData {
   facts: {
     [k: string]: string;
   };
+  /**
+   * Only for a stage that declares pinned sources: source name -> its entry in profiles/<profile>.lock.json (the resolved commit and file hashes). Absent otherwise, so other stages' keys do not change.
+   */
+  pins?: {
+    [k: string]: LockedSource;
+  };
 }
 /**
  * The stage's own code: repository-relative file path -> sha256 of its bytes (directories expanded, __pycache__ ignored).
@@ -113,4 +135,42 @@ export interface DigestMap1 {
  */
 export interface DigestMap2 {
   [k: string]: string;
+}
+export interface LockedSource {
+  request: PinRequest;
+  /**
+   * The commit the request's ref resolved to; fetches read exactly this commit.
+   */
+  commit: string;
+  /**
+   * Repository-relative path -> size and hash; fetched bytes that differ are refused.
+   */
+  files: {
+    [k: string]: LockedFile;
+  };
+}
+/**
+ * What a stage asks for: a named source, its kind, repository and ref (branch, tag or commit), and optionally the files wanted (absent: the files the resolver selects).
+ */
+export interface PinRequest {
+  /**
+   * The source's name inside its stage (the lock's key).
+   */
+  name: string;
+  /**
+   * What the resolver knows it as (hub: model | dataset).
+   */
+  kind: string;
+  /**
+   * Repository id, e.g. Qwen/Qwen3.5-4B.
+   */
+  repo: string;
+  /**
+   * The branch, tag or commit the profile names.
+   */
+  ref: string;
+  /**
+   * The files wanted, when the stage names them.
+   */
+  files?: string[];
 }

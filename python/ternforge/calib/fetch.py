@@ -5,6 +5,7 @@ Config:
     out         the stage's empty output directory
     sources     the profile's list of SourceDecl objects
     cache_dir   optional hub download cache
+    pins        hub-files sources: source name -> its lock entry {kind, repo, ref, commit, files}
 
 Order of work: every source is checked against the data rules (policy.check) and the held-out/calibration
 disjointness before anything is read, so a refused declaration never downloads or tokenises a byte.
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..events import emit, log
+from ..sources.checkpoint import SourceError
 from . import policy
 from .sources import SourceDecl, SourceUnavailable, documents
 from .tokens import MANIFEST, sha256_file, write_tokens
@@ -68,7 +70,7 @@ def _tokenizer(model_dir: str):
 def _encode(tok, doc) -> list[int]:
     if doc.messages is not None and getattr(tok, "chat_template", None):
         ids = tok.apply_chat_template(doc.messages, tokenize=True)
-        if isinstance(ids, dict):  # some tokenizers return a BatchEncoding
+        if not isinstance(ids, list):  # transformers 5 returns a BatchEncoding (a UserDict, not a dict)
             ids = ids["input_ids"]
         return list(ids)
     return tok(doc.text, add_special_tokens=False)["input_ids"]
@@ -84,6 +86,9 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     except SourceUnavailable as e:
         log(str(e))
         emit("failure", reason="source-unavailable", message=str(e))
+    except SourceError as e:  # a locked file's bytes differ, or its download failed
+        log(str(e))
+        emit("failure", reason=e.reason, message=str(e), **e.facts)
     return {"ok": False}
 
 
@@ -101,7 +106,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         doc_ids: list[str] = []
         text_hash = hashlib.sha256()
         n_tokens = 0
-        for doc in documents(d, config.get("cache_dir")):
+        locked = (config.get("pins") or {}).get(d.name)
+        for doc in documents(d, config.get("cache_dir"), locked):
             if not (d.buckets[0] <= bucket(d.dataset, doc.doc_id) < d.buckets[1]):
                 continue
             ids = _encode(tok, doc)
@@ -121,7 +127,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         write_tokens(out / rel, ids_docs)
         entry = {
             "name": d.name, "kind": d.kind, "dataset": d.dataset, "config": d.config, "split": d.split,
-            "revision": d.revision, "role": d.role, "rows_declared": d.rows, "buckets": list(d.buckets),
+            "revision": d.revision, **({"commit": locked["commit"]} if locked else {}), "role": d.role, "rows_declared": d.rows, "buckets": list(d.buckets),
             "documents": len(ids_docs), "tokens": n_tokens, "text_sha256": text_hash.hexdigest(),
             "document_ids": doc_ids if len(doc_ids) <= 2000 else None,
             "document_ids_sha256": hashlib.sha256("\n".join(doc_ids).encode()).hexdigest(),

@@ -6,15 +6,18 @@ Two kinds:
   `stdlib-docstrings` are the module and function docstrings of the standard library's `.py` files, read
   with `ast` (never imported), one document per module. `revision` names the Python minor version
   (`python-3.11`) whose files were read; the text's sha256 is recorded in the data manifest.
-- `hub-files`: files of a dataset repository on the Hugging Face hub at a pinned 40-hex revision, fetched
-  with `huggingface_hub.hf_hub_download` (no `datasets` library). `.jsonl`/`.json` rows are read with the
-  standard library, `.parquet` with pyarrow. Offline, this refuses with `SourceUnavailable`.
+- `hub-files`: files of a dataset repository on the Hugging Face hub. `revision` is the ref the profile asks
+  for (a branch, tag or commit); the stage's lock entry (profiles/<profile>.lock.json, see
+  ternforge/sources/hub_lock.py) names the commit it resolved to and each file's sha256. Files are fetched
+  with `huggingface_hub.hf_hub_download` at that commit (no `datasets` library) and refused when their bytes
+  differ from the lock. `.jsonl`/`.json` rows are read with the standard library, `.parquet` with pyarrow
+  (pinned in python/requirements.txt). Without a lock entry, or offline, this refuses with
+  `SourceUnavailable`.
 """
 from __future__ import annotations
 
 import ast
 import json
-import re
 import sys
 import sysconfig
 from collections.abc import Callable, Iterator
@@ -149,36 +152,32 @@ def _read_rows(path: Path) -> Iterator[dict[str, Any]]:
         raise SourceUnavailable(f"{path.name}: unsupported file type (jsonl, json, parquet)")
 
 
-def _hub_documents(decl: SourceDecl, cache_dir: str | None) -> Iterator[Document]:
-    if not re.fullmatch(r"[0-9a-f]{40}", decl.revision):
-        raise SourceUnavailable(f"source {decl.name!r}: revision {decl.revision!r} is not a pinned 40-hex commit "
-                                f"of {decl.dataset}; pin it in the profile")
+def _hub_documents(decl: SourceDecl, cache_dir: str | None, locked: dict[str, Any] | None) -> Iterator[Document]:
+    from ..sources.hub_lock import download
+
     if not decl.files:
         raise SourceUnavailable(f"source {decl.name!r}: declare the dataset files to read (`files`)")
-    try:
-        from huggingface_hub import hf_hub_download
-    except ImportError as e:
-        raise SourceUnavailable(f"source {decl.name!r}: huggingface_hub is not installed") from e
+    if locked is None:
+        raise SourceUnavailable(f"source {decl.name!r}: {decl.dataset}@{decl.revision} has no lock entry; "
+                                f"`tsx pipeline.ts lock fetch-calib` resolves it (a run does so on its first fetch)")
+    asked = locked["request"]
+    if asked["repo"] != decl.dataset or asked["ref"] != decl.revision:
+        raise SourceUnavailable(f"source {decl.name!r}: the lock pins {asked['repo']}@{asked['ref']}, the profile asks "
+                                f"for {decl.dataset}@{decl.revision}; run `tsx pipeline.ts lock fetch-calib`")
     for fname in decl.files:
-        try:
-            local = hf_hub_download(repo_id=decl.dataset, filename=fname, repo_type="dataset",
-                                    revision=decl.revision, cache_dir=cache_dir)
-        except Exception as e:  # offline, unknown revision, gated: all mean this source cannot be read here
-            raise SourceUnavailable(
-                f"source {decl.name!r}: cannot download {decl.dataset}@{decl.revision[:12]}/{fname} from the hub "
-                f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); this source needs "
-                f"hub access (it is declared for the qwen3.5-4b profile, which runs on a machine with it)") from e
-        for i, row in enumerate(_read_rows(Path(local))):
+        local = download(locked, fname, cache_dir)  # SourceError: download failed, or bytes differ from the lock
+        for i, row in enumerate(_read_rows(local)):
             doc = _row_text(row, decl)
             if doc is not None and doc.text.strip():
                 doc.doc_id = f"{fname}#{i}"
                 yield doc
 
 
-def documents(decl: SourceDecl, cache_dir: str | None = None) -> Iterator[Document]:
-    """All documents of a source, in a stable order (before bucket selection and the row limit)."""
+def documents(decl: SourceDecl, cache_dir: str | None = None, locked: dict[str, Any] | None = None) -> Iterator[Document]:
+    """All documents of a source, in a stable order (before bucket selection and the row limit).
+    `locked`: the source's lock entry (hub-files only)."""
     if decl.kind == "package-text":
         return _package_documents(decl)
     if decl.kind == "hub-files":
-        return _hub_documents(decl, cache_dir)
+        return _hub_documents(decl, cache_dir, locked)
     raise SourceUnavailable(f"source {decl.name!r}: unknown kind {decl.kind!r} (package-text, hub-files)")

@@ -1,10 +1,12 @@
-"""`hub`: the pinned revision of a hub repository (Qwen/Qwen3.5-4B), downloaded or copied from a local path.
+"""`hub`: the locked revision of a hub repository (Qwen/Qwen3.5-4B), downloaded or copied from a local path.
 
-The revision must be a full 40-hex commit id. Download mode calls `huggingface_hub.snapshot_download` at that
-commit. Local mode copies from a directory whose revision is known: a hub cache snapshot directory
-(`.../snapshots/<commit>/`) or one holding a `REVISION` file with the commit. Every copied file is hashed
-while it is copied; when the profile lists expected sha256 values, every copied file must be listed and
-match, or the copy is refused (the file is removed, nothing half-written stays). A checkpoint stored as one
+Download mode needs the stage's lock entry (`locked`: the commit the profile's `revision` resolved to and
+every file's size and sha256 or git blob sha1 as the hub lists them; see hub_lock.py and the engine's
+`lock` command). Each locked file is fetched with `hf_hub_download` at the locked commit and refused when
+its bytes differ from the lock. Local mode needs a full 40-hex commit id and copies from a directory whose
+revision is known: a hub cache snapshot directory (`.../snapshots/<commit>/`) or one holding a `REVISION`
+file with the commit. Every copied file is hashed while it is copied; when the profile lists expected sha256
+values, every copied file must be listed and match, or the copy is refused (the file is removed, nothing half-written stays). A checkpoint stored as one
 `model.safetensors` is renamed to `model-00001-of-00001.safetensors` and given an index, so every source
 has the same layout.
 """
@@ -20,23 +22,9 @@ from typing import Any
 
 from ..events import log, progress
 from .checkpoint import INDEX_NAME, SourceError, shard_name, write_json, write_source_record
+from .hub_lock import ALLOW_PATTERNS  # the files fetch-model copies
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
-# The files fetch-model copies: weights, index, config, tokenizer, chat template, processor configs.
-ALLOW_PATTERNS = (
-    "config.json",
-    "generation_config.json",
-    "model.safetensors.index.json",
-    "*.safetensors",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "chat_template.jinja",
-    "vocab.json",
-    "merges.txt",
-    "special_tokens_map.json",
-    "preprocessor_config.json",
-    "video_preprocessor_config.json",
-)
 
 
 def check_revision(revision: str) -> None:
@@ -88,10 +76,11 @@ def copy_verified(src: Path, dst: Path, expected: str | None) -> str:
         raise
 
 
-def fetch(out_dir: Path, repo: str, revision: str, expected_sha256: dict[str, str] | None = None, local_path: str | None = None) -> dict[str, Any]:
-    check_revision(revision)
+def fetch(out_dir: Path, repo: str, revision: str, expected_sha256: dict[str, str] | None = None, local_path: str | None = None,
+          locked: dict[str, Any] | None = None, cache_dir: str | None = None) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     if local_path:
+        check_revision(revision)
         src = Path(local_path)
         if not src.is_dir():
             raise SourceError("missing-local-path", f"local path {src} is not a directory", path=str(src))
@@ -107,18 +96,30 @@ def fetch(out_dir: Path, repo: str, revision: str, expected_sha256: dict[str, st
         origin = {"kind": "local", "repo": repo, "revision": revision, "path": str(src.resolve())}
         return _copy_tree(src, out_dir, expected_sha256, origin)
 
-    from huggingface_hub import snapshot_download  # network only here
+    if locked is None:
+        raise SourceError("unlocked", f"{repo}@{revision} has no lock entry; `tsx pipeline.ts lock --profile <profile> fetch-model` "
+                          f"resolves it (a run does so on its first fetch)", repo=repo, ref=revision)
+    asked = locked["request"]
+    if asked["repo"] != repo or asked["ref"] != revision:
+        raise SourceError("stale-lock", f"the lock pins {asked['repo']}@{asked['ref']}, the profile asks for {repo}@{revision}",
+                          expected=f"{repo}@{revision}", actual=f"{asked['repo']}@{asked['ref']}")
+    import huggingface_hub
+
+    from .hub_lock import download  # network only here
 
     with tempfile.TemporaryDirectory(prefix="hub-", dir=out_dir) as tmp:
-        log(f"hub: downloading {repo}@{revision}")
-        snapshot_download(repo_id=repo, revision=revision, local_dir=tmp, allow_patterns=list(ALLOW_PATTERNS))
-        import huggingface_hub
+        names = sorted(locked["files"])
+        log(f"hub: downloading {repo}@{revision} = commit {locked['commit']} ({len(names)} files, checked against the lock)")
+        for i, name in enumerate(names, start=1):
+            path = download(locked, name, cache_dir)
+            (Path(tmp) / name).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(path, Path(tmp) / name)
+            progress(i, len(names), f"download {name}")
+        origin = {"kind": "hub", "repo": repo, "ref": revision, "revision": locked["commit"], "huggingface_hub": huggingface_hub.__version__}
+        return _copy_tree(Path(tmp), out_dir, expected_sha256, origin, lock_checked=True)
 
-        origin = {"kind": "hub", "repo": repo, "revision": revision, "huggingface_hub": huggingface_hub.__version__}
-        return _copy_tree(Path(tmp), out_dir, expected_sha256, origin)
 
-
-def _copy_tree(src: Path, out_dir: Path, expected: dict[str, str] | None, origin: dict[str, Any]) -> dict[str, Any]:
+def _copy_tree(src: Path, out_dir: Path, expected: dict[str, str] | None, origin: dict[str, Any], lock_checked: bool = False) -> dict[str, Any]:
     names = selected_files(src)
     if "config.json" not in names:
         raise SourceError("missing-file", f"{src} has no config.json", path=str(src / "config.json"))
@@ -141,7 +142,7 @@ def _copy_tree(src: Path, out_dir: Path, expected: dict[str, str] | None, origin
     if single:
         _write_single_index(model_dir)
     base = {"base_model": origin["repo"], **origin}
-    return write_source_record(out_dir, base, extra={"renamed": renames, "hash_checked": bool(expected)})
+    return write_source_record(out_dir, base, extra={"renamed": renames, "hash_checked": bool(expected) or lock_checked})
 
 
 def _write_single_index(model_dir: Path) -> None:
@@ -168,6 +169,8 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
         revision=str(config["revision"]),
         expected_sha256=config.get("expected_sha256") or None,
         local_path=config.get("local_path") or None,
+        locked=config.get("locked") or None,
+        cache_dir=config.get("cache_dir") or None,
     )
     return {"source": "hub", "tensor_count": record["tensor_count"], "total_size": record["total_size"], "origin": record["origin"]}
 

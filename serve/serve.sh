@@ -120,7 +120,7 @@ PYEOF
   # uv's cache lives beside the staging directory (same file system: files are hard-linked, not copied).
   if ! env -u UV_INDEX_URL -u UV_EXTRA_INDEX_URL -u UV_FIND_LINKS -u UV_CONSTRAINT -u UV_OVERRIDE \
       UV_CACHE_DIR="$STAGE.cache" UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 \
-      "$TOOLS/uv" pip install --offline --no-index --no-config --find-links "$WHEELS" "${HASHED[@]}" \
+      "$TOOLS/uv" pip install --offline --no-config --no-index --find-links "$WHEELS" "${HASHED[@]}" \
       --only-binary :all: --target "$STAGE" --python "$PY" -q -r "$INSTALL_REQS" 2>"$TOOLS/uv.log"; then
     rm -rf "$STAGE.cache"
     log "install failed: $(tail -n 20 "$TOOLS/uv.log")"

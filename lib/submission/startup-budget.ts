@@ -33,7 +33,7 @@ export interface StartupRates {
     sha256: { gb_per_cpu_s: number; gb_per_wall_s: number; code: string };
     dequantize: { threads_1: { weights_per_cpu_s: number; weights_per_wall_s: number }; code: string };
     write_bf16: { gb_per_cpu_s: number; gb_per_wall_s: number; code: string };
-    install: { wheel_bytes: number; installed_bytes: number; installed_files: number; wall_s: number; cpu_s: number; wheel_gb_per_cpu_s: number; label: string; python: string };
+    install: { wheels: number; wheel_bytes: number; installed_bytes: number; installed_files: number; wall_s: number; cpu_s: number; wheel_gb_per_cpu_s: number; label: string; python: string };
   };
   estimated: Record<string, Estimate>;
 }

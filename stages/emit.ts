@@ -3,7 +3,7 @@
  * serve.sh and the server code (copied from the repository), the locked requirements and wheels/
  * (vendor-wheels), the manifest and weights/ (pack), config, tokenizer and chat template (fetch-model's
  * model/, never its float weights), architecture.json (written here), and evidence/ (audit, source,
- * wheels records). Upstream files are hard-linked, not copied.
+ * wheels records, and the start-up budget computed here). Upstream files are hard-linked, not copied.
  *
  * The report stage adds the evidence guide to this tree; the engine publishes report's outputs as a
  * hard-link tree at `<workdir>/dist/<profile>/` (pipeline.ts `publish`).
@@ -18,7 +18,7 @@ import type { EmitParams } from '../schemas/generated/emit.ts';
 export const stage = defineStage<EmitParams>({
   name: 'emit',
   summary: 'Assemble the self-contained submission directory (published with the evidence at dist/<profile>/)',
-  code: ['stages/emit.ts', 'lib/submission/assemble.ts', 'lib/submission/architecture.ts', 'lib/submission/layout.ts', 'schemas/architecture.schema.json', 'serve/serve.sh', 'python/ternforge_server'],
+  code: ['stages/emit.ts', 'lib/submission/assemble.ts', 'lib/submission/architecture.ts', 'lib/submission/layout.ts', 'lib/submission/startup-budget.ts', 'bench/startup-rates.json', 'schemas/architecture.schema.json', 'schemas/startup-budget.schema.json', 'serve/serve.sh', 'python/ternforge_server'],
   schema: 'schemas/stages/emit.schema.json',
   tools: ['node'],
   async run(ctx) {
@@ -29,9 +29,10 @@ export const stage = defineStage<EmitParams>({
       const f = built.error;
       return err({ reason: 'stage-failed', stage: ctx.stage, detail: `${f.kind === 'missing' ? 'missing' : 'invalid'} ${f.path}: ${f.detail}`, facts: { path: f.path } });
     }
-    const { stats, files } = built.value;
+    const { stats, files, budget } = built.value;
+    ctx.log(`start-up budget (${budget.facts.engine}): ${budget.total_s} s of ${budget.limit_s} s, ${(budget.spare_fraction * 100).toFixed(0)}% to spare${budget.within ? '' : ` (WARNING: under the ${budget.required_spare * 100}% required)`}: evidence/startup-budget.md`);
     ctx.log(`assembled ${stats.files} files (${(stats.bytes / 2 ** 20).toFixed(1)} MiB): ${stats.linked} hard-linked (${(stats.linkedBytes / 2 ** 20).toFixed(1)} MiB), ${stats.copied} copied, ${stats.written} written, in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
-    const summary: Record<string, unknown> = { ...stats, top_level: [...new Set(files.map((f) => f.split('/')[0]))] };
+    const summary: Record<string, unknown> = { ...stats, startup_budget: { engine: budget.facts.engine, total_s: budget.total_s, spare_fraction: budget.spare_fraction, within: budget.within }, top_level: [...new Set(files.map((f) => f.split('/')[0]))] };
     return ok({ summary });
   },
 });

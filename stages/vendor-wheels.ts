@@ -6,6 +6,10 @@
  * ($TERNFORGE_WHEEL_CACHE, default ~/.cache/ternforge/wheels; hard-linked from there), and succeeds only
  * after proving that an offline install from `wheels/` alone resolves every requirement.
  *
+ * With `cuda_major` set it refuses, before downloading, a resolution whose CUDA runtime (torch's
+ * nvidia-cuda-runtime wheel) is of another major version or absent; wheels.json records the runtime and
+ * the oldest driver that runs it (lib/submission/cuda.ts).
+ *
  * Outputs: `wheels/*.whl`, `requirements-serve.lock.txt` (one exact pin per wheel with its sha256),
  * `wheels.json` (schemas/wheels-record.schema.json).
  */
@@ -15,6 +19,7 @@ import { prettyJson, sha256 } from '../engine/digest.ts';
 import type { Failure } from '../engine/failure.ts';
 import { err, ok, unreachable } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
+import { cudaOf, type CudaRecord } from '../lib/submission/cuda.ts';
 import { exec } from '../lib/submission/exec.ts';
 import { LOCK_WITH_HASHES, WHEELS_LOCK, WHEELS_RECORD } from '../lib/submission/layout.ts';
 import { pythonMinor, proveOfflineInstall } from '../lib/submission/wheel-proof.ts';
@@ -54,7 +59,7 @@ function uvBeside(python: string): string {
 export const stage = defineStage<VendorWheelsParams>({
   name: 'vendor-wheels',
   summary: 'Resolve the serving requirements for the target platform, download the wheels, prove an offline install',
-  code: ['stages/vendor-wheels.ts', 'lib/submission/wheels.ts', 'lib/submission/wheel-proof.ts', 'lib/submission/exec.ts', 'lib/submission/layout.ts'],
+  code: ['stages/vendor-wheels.ts', 'lib/submission/cuda.ts', 'lib/submission/wheels.ts', 'lib/submission/wheel-proof.ts', 'lib/submission/exec.ts', 'lib/submission/layout.ts'],
   schema: 'schemas/stages/vendor-wheels.schema.json',
   inputs: (p) => [requirementsPath(p)],
   tools: ['node', 'python'],
@@ -82,6 +87,18 @@ export const stage = defineStage<VendorWheelsParams>({
     const pins = resolved.value;
     const tResolve = performance.now() - t0;
     ctx.log(`resolved ${pins.length} distributions in ${(tResolve / 1000).toFixed(1)} s`);
+    let cuda: CudaRecord | null;
+    try {
+      cuda = cudaOf(pins);
+    } catch (e) {
+      return err({ reason: 'stage-failed', stage: ctx.stage, detail: (e as Error).message });
+    }
+    if (p.cuda_major !== undefined && cuda?.major !== p.cuda_major) {
+      const torch = pins.find((x) => x.name === 'torch');
+      const got = cuda === null ? 'no CUDA runtime (a CPU stack)' : `CUDA ${cuda.runtime} (${cuda.runtime_package}), which needs a driver >= ${cuda.min_driver}`;
+      return err({ reason: 'stage-failed', stage: ctx.stage, detail: `the profile wants CUDA ${p.cuda_major}, but the resolved set (torch ${torch?.version ?? 'absent'}) carries ${got}`, facts: { cuda_major: p.cuda_major, cuda } });
+    }
+    ctx.log(cuda === null ? 'no CUDA runtime in the set (CPU stack)' : `CUDA runtime ${cuda.runtime} (${cuda.runtime_package}, torch ${cuda.torch ?? 'absent'}): driver >= ${cuda.min_driver}`);
 
     const cacheDir = wheelCacheDir();
     const cached = await ensureCached({ python: ctx.python, cacheDir, pins, target, findLinks, ...index, ...sig, log: (l) => ctx.log(l) });
@@ -95,7 +112,7 @@ export const stage = defineStage<VendorWheelsParams>({
     const lockPath = join(ctx.out, WHEELS_LOCK);
     const lock = lockText(wheels, [
       `Locked by ternforge vendor-wheels for CPython ${target.pythonVersion} ${target.platform} (uv ${uvVersion}).`,
-      `Install offline: pip install --no-index --find-links wheels -r requirements-serve.txt`,
+      `Install offline: uv pip install --offline --no-index --find-links wheels --require-hashes --target .packages -r requirements-serve.txt (serve.sh)`,
       `sha256 of every wheel: evidence/wheels.json`,
     ], LOCK_WITH_HASHES);
     writeFileSync(lockPath, lock);
@@ -125,6 +142,7 @@ export const stage = defineStage<VendorWheelsParams>({
       lock: { file: WHEELS_LOCK, sha256: sha256(lock) },
       wheels,
       total_size: wheels.reduce((s, w) => s + w.size, 0),
+      cuda,
       proof: { passed: true, checks: proof.checks.map((c) => ({ check: c.check, status: c.status, ...(c.status === 'skipped' && c.detail !== undefined ? { detail: c.detail } : {}) })) },
     };
     writeFileSync(join(ctx.out, WHEELS_RECORD), prettyJson(record));
@@ -133,6 +151,7 @@ export const stage = defineStage<VendorWheelsParams>({
       summary: {
         wheels: wheels.length,
         total_size: record.total_size,
+        cuda: cuda === null ? null : { runtime: cuda.runtime, torch: cuda.torch, min_driver: cuda.min_driver },
         resolve_s: Number((tResolve / 1000).toFixed(2)),
         cache: { dir: cacheDir, hits: cached.value.hits, downloaded: cached.value.downloaded },
         linked: vendored.value.linked,

@@ -48,6 +48,8 @@ describe('emit on tiny', () => {
         'config.json',
         'evidence/audit.json',
         'evidence/source.json',
+        'evidence/startup-budget.json',
+        'evidence/startup-budget.md',
         'evidence/wheels.json',
         'generation_config.json',
         'quantization_manifest.json',

@@ -199,7 +199,7 @@ describe('the real tiny submission', () => {
     if (out !== undefined) expect(existsSync(join(out, 'serve.log'))).toBe(true);
     // the emitted directory itself was never written to
     const emitted = join(workdir, '.ternforge', 'tiny', 'emit', 'outputs');
-    expect(existsSync(join(emitted, '.venv'))).toBe(false);
+    expect(existsSync(join(emitted, '.packages'))).toBe(false);
     expect(existsSync(join(emitted, 'evidence', 'startup-report.json'))).toBe(false);
   });
 });

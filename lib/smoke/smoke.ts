@@ -1,6 +1,6 @@
 /**
- * smoke-serve's outer half: prepares a writable hard-link copy of the submission (serve.sh may create
- * its venv beside itself; the committed outputs stay untouched), a clean environment (PATH, HOME and
+ * smoke-serve's outer half: prepares a writable hard-link copy of the submission (serve.sh installs
+ * its .packages beside itself; the committed outputs stay untouched), a clean environment (PATH, HOME and
  * TMPDIR in a scratch dir, a free PORT, no PYTHONPATH), and runs lib/smoke/runner.ts inside a network
  * namespace with only loopback up when permitted. Whatever happens (abort included), the runner's and
  * the server's process groups are ended before this returns.

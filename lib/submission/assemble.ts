@@ -11,7 +11,10 @@ import type { SchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { architectureFor, type SamplingDefaults } from './architecture.ts';
-import { ARCHITECTURE, EVIDENCE_DIR, EVIDENCE_FILES, isServerCodeFile, MANIFEST, MODEL_FILES, REQUIREMENTS, SERVE_SH, SERVER_DIR, SERVER_PACKAGE, WEIGHTS_DIR, WHEELS_DIR, WHEELS_LOCK } from './layout.ts';
+import { ARCHITECTURE, EVIDENCE_DIR, EVIDENCE_FILES, isServerCodeFile, MANIFEST, MODEL_FILES, REQUIREMENTS, SERVE_SH, SERVER_DIR, SERVER_PACKAGE, STARTUP_BUDGET, STARTUP_BUDGET_MD, WEIGHTS_DIR, WHEELS_DIR, WHEELS_LOCK, WHEELS_RECORD } from './layout.ts';
+import { budgetMarkdown, readRates, startupBudget, submissionFacts } from './startup-budget.ts';
+import type { StartupBudget } from '../../schemas/generated/startup-budget.ts';
+import type { WheelsRecord } from '../../schemas/generated/wheels-record.ts';
 import { linkOrCopy, listFiles } from '../../engine/files.ts';
 
 /** Where each part comes from. */
@@ -57,6 +60,8 @@ export function expectedFiles(src: AssemblySources, manifest: QuantizationManife
     ...manifest.shards.map((s) => s.file),
     ...wheelFiles.map((w) => `${WHEELS_DIR}/${w}`),
     ...EVIDENCE_FILES.map((e) => `${EVIDENCE_DIR}/${e.name}`),
+    `${EVIDENCE_DIR}/${STARTUP_BUDGET}`,
+    `${EVIDENCE_DIR}/${STARTUP_BUDGET_MD}`,
   ].sort();
 }
 
@@ -79,7 +84,7 @@ export function listServerCode(dir: string): string[] {
  * Assemble into `out` (empty). The manifest passes its schema and its shards must be exactly the
  * files in pack's weights/; the result's file list is checked against `expectedFiles`.
  */
-export function assembleSubmission(src: AssemblySources, out: string, schemas: SchemaSet): Result<{ stats: AssemblyStats; files: string[] }, AssemblyFailure> {
+export function assembleSubmission(src: AssemblySources, out: string, schemas: SchemaSet): Result<{ stats: AssemblyStats; files: string[]; budget: StartupBudget }, AssemblyFailure> {
   const stats: AssemblyStats = { files: 0, linked: 0, copied: 0, written: 0, bytes: 0, linkedBytes: 0 };
   const need = (path: string, detail: string): AssemblyFailure | null => (existsSync(path) ? null : { kind: 'missing', path, detail });
   const link = (from: string, to: string): void => {
@@ -157,10 +162,20 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   stats.files++;
   stats.written++;
 
+  // The start-up budget of exactly this submission: its sizes times the rates measured in bench/.
+  const wheelsRecord = JSON.parse(readFileSync(join(wheelsOut, WHEELS_RECORD), 'utf8')) as WheelsRecord;
+  const budget = startupBudget(submissionFacts(manifest, wheelsRecord), readRates(src.root));
+  const budgetErrors = schemas.validate('startup-budget.schema.json', budget);
+  if (budgetErrors.length > 0) throw new Error(`the start-up budget fails its own schema: ${budgetErrors.join('; ')}`);
+  writeFileSync(join(out, EVIDENCE_DIR, STARTUP_BUDGET), prettyJson(budget));
+  writeFileSync(join(out, EVIDENCE_DIR, STARTUP_BUDGET_MD), `# Start-up budget\n\n${budgetMarkdown(budget)}\n${budget.notes.map((n) => `- ${n}`).join('\n')}\n`);
+  stats.files += 2;
+  stats.written += 2;
+
   const files = listFiles(out);
   const want = expectedFiles(src, manifest, wheelFiles);
   if (JSON.stringify(files) !== JSON.stringify(want)) throw new Error(`assembled ${JSON.stringify(files)}, expected ${JSON.stringify(want)}`);
-  return ok({ stats, files });
+  return ok({ stats, files, budget });
 }
 
 /** sha256 and size of a small submission file (not weights: the manifest records theirs), for architecture.json. */

@@ -11,6 +11,7 @@
  *   config.json, generation_config.json, tokenizer files, chat template   from fetch-model's model/
  *   wheels/*.whl                   from vendor-wheels
  *   evidence/audit.json, evidence/source.json, evidence/wheels.json
+ *   evidence/startup-budget.json, .md   written by emit (lib/submission/startup-budget.ts)
  */
 
 /** Entrypoint, at the root. */
@@ -59,6 +60,10 @@ export const EVIDENCE_FILES: ReadonlyArray<{ name: string; stage: string; path: 
   { name: 'source.json', stage: 'fetch-model', path: 'source.json' },
   { name: 'wheels.json', stage: 'vendor-wheels', path: WHEELS_RECORD },
 ];
+
+/** The start-up budget emit writes into evidence/ (JSON and the same as a Markdown table). */
+export const STARTUP_BUDGET = 'startup-budget.json';
+export const STARTUP_BUDGET_MD = 'startup-budget.md';
 
 /** Names never copied with the server code. */
 export const SERVER_CODE_EXCLUDED = ['__pycache__', '.pytest_cache'];

@@ -314,7 +314,7 @@ export interface AuditParams {}
  */
 export interface VendorWheelsParams {
   /**
-   * Repository-relative pinned serving requirements (default python/requirements-serve.txt).
+   * Repository-relative pinned serving requirements (default python/requirements-serve.txt, the CPU stack; qwen3.5-4b: python/requirements-serve-cuda.txt).
    */
   requirements?: string;
   /**
@@ -337,6 +337,10 @@ export interface VendorWheelsParams {
    * Package index to resolve and download from (default: PyPI).
    */
   index_url?: string;
+  /**
+   * The CUDA major version the resolved set must carry (its nvidia-cuda-runtime wheel), e.g. 12 so that a driver R525-R575 runs it; the stage fails on any other (or a CPU-only set). Unset: not checked.
+   */
+  cuda_major?: number;
   /**
    * Interpreter of the target's version that runs pip's offline dry-run install (default: the workers' Python when its version matches, else python<X.Y> on PATH).
    */

@@ -73,6 +73,37 @@ export interface WheelsRecord {
    */
   total_size: number;
   /**
+   * The CUDA runtime the wheels carry (the nvidia-cuda-runtime wheel torch loads) and the oldest NVIDIA driver that runs it; null for a CPU stack.
+   */
+  cuda: null | {
+    /**
+     * e.g. nvidia-cuda-runtime-cu12.
+     */
+    runtime_package: string;
+    /**
+     * Its version, e.g. 12.8.90.
+     */
+    runtime: string;
+    major: number;
+    minor: number;
+    /**
+     * torch's version in the set.
+     */
+    torch: string | null;
+    /**
+     * Oldest Linux driver that runs this runtime (CUDA minor-version compatibility).
+     */
+    min_driver: string;
+    /**
+     * The driver this major.minor toolkit was released with (not required: min_driver suffices).
+     */
+    toolkit_driver: string | null;
+    /**
+     * Where the driver figures come from.
+     */
+    source: string;
+  };
+  /**
    * The offline-install proof vendor-wheels ran before it succeeded.
    */
   proof: {

@@ -1,7 +1,9 @@
-"""Serving benchmark: 16 concurrent requests vs one at a time vs one static batch-16 generate, /health p99.
+"""Serving benchmark: 16 concurrent requests vs one at a time vs one static batch-16 generate, /health p99,
+and the cost of the proxy hop (controller -> upstream process) measured side by side.
 
-    npm run bench:serve                      # the tiny fixture submission, CPU
-    npm run bench:serve -- --dir dist/smol   # an emitted submission
+    npm run bench:serve                                  # the tiny fixture submission, CPU
+    npm run bench:serve -- --dir dist/smol               # an emitted submission
+    npm run bench:serve -- --from-fetch .ternforge/smol/fetch-model/outputs/model   # smol's float weights
 Prints a table and writes bench/results/serve.json. Requests go to /v1/completions with temperature 0 and
 a fixed max_tokens, so every request decodes that many tokens unless it stops. They ask for no penalties
 (plain greedy, like the static batch); one more concurrent row uses the submission's default penalties
@@ -12,12 +14,18 @@ token is not one). The static batch is one `generate` call with the server's sto
 longest row ends, and the positions it pads after a row's stop are not counted (they are listed apart as
 `padded_tokens`). Greedy decoding makes all three modes produce the same replies, so each row's token
 counts are compared too (`same_lengths`).
+
+The proxy hop: the server is the controller process in front of the upstream process that runs the engine.
+The same 16 concurrent requests go through the controller (text prompt, as a client sends it) and straight
+to the upstream (the same token ids the controller would send), alternating, --hop-rounds times each;
+`proxy_hop.ratio` is controller tok/s over direct tok/s (medians), 1.0 meaning the hop costs nothing.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -38,9 +46,93 @@ def post(url: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
+def proxy_hop(srv, sub: Path, max_tokens: int, rounds: int) -> dict:
+    """16 concurrent greedy requests through the controller vs straight to its upstream, alternating."""
+    from transformers import AutoTokenizer
+
+    from ternforge_server.controller import ReasoningController
+
+    report = json.loads(srv.report_path.read_text())
+    upstream = report["upstream"]["url"] + "/v1/completions"
+    tok = AutoTokenizer.from_pretrained(str(sub), local_files_only=True)
+    stops = sorted(ReasoningController(None, tok).eos_ids)  # what the controller asks the upstream to stop on
+
+    def via_controller(p: str) -> int:
+        body = {"model": "x", "prompt": p, "max_tokens": max_tokens, "temperature": 0,
+                "presence_penalty": 0, "frequency_penalty": 0}
+        return post(srv.url + "/v1/completions", body)["usage"]["completion_tokens"]
+
+    def direct(p: str) -> int:
+        body = {"model": "x", "prompt": tok.encode(p, add_special_tokens=False), "max_tokens": max_tokens,
+                "temperature": 0, "presence_penalty": 0, "frequency_penalty": 0, "stop_token_ids": stops,
+                "return_token_ids": True}
+        return len(post(upstream, body)["choices"][0]["token_ids"])
+
+    def burst(fn) -> tuple[int, float]:
+        t0 = time.perf_counter()
+        with cf.ThreadPoolExecutor(16) as pool:
+            n = sum(pool.map(fn, PROMPTS))
+        return n, time.perf_counter() - t0
+
+    ctl, dct = [], []
+    lengths = {}
+    for _ in range(rounds):
+        for name, fn, acc in (("controller", via_controller, ctl), ("direct", direct, dct)):
+            n, sec = burst(fn)
+            acc.append(n / sec)
+            lengths.setdefault(name, n)
+    c, d = statistics.median(ctl), statistics.median(dct)
+    return {"rounds": rounds, "controller_rounds": [round(x, 1) for x in ctl], "direct_rounds": [round(x, 1) for x in dct],
+            "controller_tok_s": round(c, 1), "direct_tok_s": round(d, 1), "ratio": round(c / d, 3),
+            "tokens": lengths}
+
+
+def float_submission(model_dir: Path, out: Path) -> Path:
+    """A submission the server loads from a plain Hugging Face model directory (fetch-model's output, e.g.
+    .ternforge/smol/fetch-model/outputs/model): its shards linked under weights/, every tensor float-encoded."""
+    import hashlib
+    import shutil
+
+    from safetensors import safe_open
+
+    (out / "weights").mkdir(parents=True, exist_ok=True)
+    shards, tensors = [], {}
+    for src in sorted(model_dir.glob("*.safetensors")):
+        dst = out / "weights" / src.name
+        if not dst.exists():
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copyfile(src, dst)
+        h = hashlib.sha256()
+        with open(dst, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        rel = f"weights/{src.name}"
+        shards.append({"file": rel, "size": dst.stat().st_size, "sha256": h.hexdigest()})
+        with safe_open(str(dst), framework="pt") as f:
+            for key in f.keys():
+                sl = f.get_slice(key)
+                tensors[key] = {"encoding": "float", "shape": list(sl.get_shape()), "dtype": sl.get_dtype(),
+                                "shard": rel, "data_key": key}
+    if not shards:
+        raise SystemExit(f"no *.safetensors in {model_dir}")
+    manifest = {"format": "ternforge-manifest/1", "base_model": model_dir.name, "revision": "fetch-model",
+                "method": "none (float weights, for a serving benchmark)", "packing": {}, "shards": shards,
+                "tensors": tensors}
+    (out / "quantization_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    for p in model_dir.iterdir():
+        if p.is_file() and not p.name.startswith("model") and p.suffix in (".json", ".jinja", ".txt", ".model"):
+            shutil.copyfile(p, out / p.name)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="")
+    ap.add_argument("--from-fetch", default="", help="a Hugging Face model directory (fetch-model's output): its float weights "
+                    "served as a float-encoded submission assembled in a temporary directory")
+    ap.add_argument("--hop-rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--cpu-linear", choices=["decode", "plain"], default="decode",
@@ -50,7 +142,10 @@ def main() -> int:
     from ternforge_server.__main__ import parse_args, sampling_defaults
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    sub = Path(args.dir).resolve() if args.dir else build_submission(tmp / "sub")
+    if args.from_fetch:
+        sub = float_submission(Path(args.from_fetch).resolve(), tmp / "sub")
+    else:
+        sub = Path(args.dir).resolve() if args.dir else build_submission(tmp / "sub")
     srv = ServerProcess(sub, tmp / "server.log", "--device", args.device, "--cpu-linear", args.cpu_linear)
     try:
         srv.wait_ready(600)
@@ -90,13 +185,13 @@ def main() -> int:
             dflt_lengths = list(pool.map(lambda p: one(p, greedy=False), PROMPTS))
         dflt_s = time.perf_counter() - t0
         defaults = sampling_defaults(sub, parse_args(["--dir", str(sub)]))  # what the server applied
+        hop = proxy_hop(srv, sub, args.max_tokens, args.hop_rounds)
+        startup = json.loads(srv.report_path.read_text())
     finally:
         srv.stop()
 
     # One static batch-16 generate on the same prompts, in-process, through the same loader.
     import torch
-
-    import os
 
     from ternforge_server.controller import ReasoningController
     from ternforge_server.loader import load_model
@@ -141,6 +236,9 @@ def main() -> int:
         "ratio_vs_static_batch": round(rows["concurrent_16"]["tok_s"] / rows["static_batch_16"]["tok_s"], 2),
         "health_under_load_ms": {"n": len(lat), "p50": round(statistics.median(lat) * 1000, 2),
                                  "p99": round(p99 * 1000, 2), "max": round(max(lat) * 1000, 2)},
+        "proxy_hop": hop,
+        "engine": startup.get("engine"),
+        "load_average": os.getloadavg(),
     }
     print(f"{'mode':<24}{'tokens':>8}{'seconds':>10}{'tok/s':>10}")
     for k, v in rows.items():
@@ -153,6 +251,10 @@ def main() -> int:
           f"per-request lengths {'agree' if result['same_lengths'] else 'DIFFER'} across the three modes")
     h = result["health_under_load_ms"]
     print(f"/health under load: n={h['n']} p50={h['p50']} ms p99={h['p99']} ms max={h['max']} ms")
+    print(f"proxy hop ({hop['rounds']} alternating rounds of 16 concurrent): through the controller "
+          f"{hop['controller_tok_s']} tok/s, straight to the {result['engine']} upstream {hop['direct_tok_s']} tok/s "
+          f"(medians of {hop['controller_rounds']} and {hop['direct_rounds']}): ratio {hop['ratio']}")
+    print(f"load average (1, 5, 15 min) at the end: {result['load_average']}")
     out_path = ROOT / "bench" / "results" / "serve.json"
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out_path.with_suffix(".json.tmp")

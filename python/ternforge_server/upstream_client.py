@@ -132,6 +132,18 @@ class UpstreamStream(GenerationStream):
         self.task: asyncio.Task | None = None
         self.overloaded: str | None = None
 
+    # Fed on the event loop's own thread: straight into the queue, no cross-thread wake-up per token.
+    def _push(self, token: int, post: Any = None) -> None:
+        self.tokens.append(token)
+        self._queue.put_nowait(token)  # type: ignore[union-attr]
+
+    def _finish(self, reason: str, stop_token: int | None = None, error: str | None = None, post: Any = None) -> None:
+        if self._done.is_set():
+            return
+        self.finish_reason, self.stop_token, self.error = reason, stop_token, error
+        self._done.set()
+        self._queue.put_nowait(None)  # type: ignore[union-attr]
+
     def cancel(self) -> None:
         super().cancel()
         task, loop = self.task, self._loop

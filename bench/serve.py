@@ -117,6 +117,9 @@ def float_submission(model_dir: Path, out: Path) -> Path:
                                 "shard": rel, "data_key": key}
     if not shards:
         raise SystemExit(f"no *.safetensors in {model_dir}")
+    emb = next((k for k in tensors if k.endswith("embed_tokens.weight")), None)
+    if emb and not any(k.endswith("lm_head.weight") for k in tensors):  # a tied head is stored once, as emit does
+        tensors[emb]["tied_to"] = ["lm_head.weight"]
     manifest = {"format": "ternforge-manifest/1", "base_model": model_dir.name, "revision": "fetch-model",
                 "method": "none (float weights, for a serving benchmark)", "packing": {}, "shards": shards,
                 "tensors": tensors}

@@ -246,12 +246,16 @@ def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budg
         need = checkpoint_bytes(sub)
         out = Path(__import__("tempfile").mkdtemp(prefix="ternforge-bf16-", dir=temp_root(sub, need)))
         t0 = time.perf_counter()
+        # Through `children`, so a controller stopped meanwhile stops the export too.
+        exp = children.spawn([sys.executable, "-m", "ternforge_server", "export-bf16", "--dir", str(sub),
+                              "--out", str(out), "--device", "cuda"], _child_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            ex = subprocess.run([sys.executable, "-m", "ternforge_server", "export-bf16", "--dir", str(sub),
-                                 "--out", str(out), "--device", "cuda"], capture_output=True, text=True,
-                                timeout=max(1.0, deadline - time.monotonic()), env=_child_env())
+            stdout, stderr = exp.communicate(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            children.stop(exp)
             raise VllmUnavailable(f"writing the bf16 checkpoint took over {share:.0f} s") from None
+        ex = subprocess.CompletedProcess(exp.args, exp.returncode, stdout, stderr)
         if ex.returncode != 0:
             try:
                 got = json.loads(ex.stdout.strip().splitlines()[-1])

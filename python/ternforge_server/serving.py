@@ -184,12 +184,12 @@ class Children:
         self.procs: list[subprocess.Popen] = []
         self.closing = False
 
-    def spawn(self, argv: list[str], env: dict | None = None) -> subprocess.Popen:
+    def spawn(self, argv: list[str], env: dict | None = None, **popen: Any) -> subprocess.Popen:
         with self.lock:
             if self.closing:
                 raise RuntimeError("the server is shutting down")
             proc = subprocess.Popen([sys.executable, "-m", "ternforge_server", "exec-child", "--", *argv],
-                                    env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+                                    env=env, start_new_session=True, stdin=subprocess.DEVNULL, **popen)
             self.procs.append(proc)
             return proc
 

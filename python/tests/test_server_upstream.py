@@ -246,3 +246,14 @@ def test_cache_keyword_follows_the_forward_signature() -> None:
     assert cache_keyword(Old()) == "past_key_values" and cache_keyword(New()) == "cache"
     with pytest.raises(TypeError, match="neither"):
         cache_keyword(Neither())
+
+
+def test_an_upstream_that_dies_ends_the_controller_with_code_3(sub: Path, tmp_path: Path) -> None:
+    srv = ServerProcess(sub, tmp_path / "dies.log")
+    try:
+        srv.wait_ready()
+        os.kill(_report(srv)["upstream"]["pid"], signal.SIGKILL)
+        assert srv.proc.wait(30) == 3
+        assert "the builtin upstream exited with code -9; stopping" in srv.log()
+    finally:
+        srv.stop()

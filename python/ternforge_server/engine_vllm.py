@@ -276,7 +276,7 @@ def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budg
         port = free_port()
         t0 = time.perf_counter()
         proc = children.spawn(vllm_command(out, name, port, args), _child_env())
-        ok, why = wait_healthy(f"http://127.0.0.1:{port}/health", proc, max(1.0, deadline - time.monotonic()))
+        ok, why = wait_healthy(port, proc, max(1.0, deadline - time.monotonic()))
         if not ok:
             children.stop(proc)
             raise VllmUnavailable(f"vLLM {why}")

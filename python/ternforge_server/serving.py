@@ -23,7 +23,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -218,19 +217,36 @@ class Children:
             self.stop(p)
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> tuple[bool, str]:
-    """(True, '') once GET url answers 200; (False, why) when the process exits or the time runs out."""
+def loopback_status(port: int, path: str, timeout: float = 2.0) -> int | None:
+    """The HTTP status of GET path on 127.0.0.1:port, or None when nothing answers (a plain socket: the
+    shipped server imports no network client library)."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+            head = b""
+            while b"\r\n" not in head:
+                chunk = s.recv(4096)
+                if not chunk:
+                    return None
+                head += chunk
+        parts = head.split(b"\r\n", 1)[0].split()
+        return int(parts[1]) if len(parts) >= 2 and parts[0].startswith(b"HTTP/") else None
+    except (OSError, ValueError):
+        return None
+
+
+def wait_healthy(port: int, proc: subprocess.Popen, timeout: float) -> tuple[bool, str]:
+    """(True, '') once GET /health on the loopback port answers 200; (False, why) when the process exits or
+    the time runs out."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         code = proc.poll()
         if code is not None:
             return False, f"exited with code {code}"
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return True, ""
-        except Exception:
-            pass
+        if loopback_status(port, "/health") == 200:
+            return True, ""
         time.sleep(0.2)
     return False, f"not ready within {timeout:.0f} s"
 
@@ -256,7 +272,7 @@ def start_builtin(sub: Path, args: argparse.Namespace, children: Children, devic
     if args.no_warmup:
         argv.append("--no-warmup")
     proc = children.spawn(argv, _child_env())
-    ok, why = wait_healthy(f"http://127.0.0.1:{port}/health", proc, timeout=1800)
+    ok, why = wait_healthy(port, proc, timeout=1800)
     try:
         got = json.loads(child_report.read_text()) if child_report.is_file() else {}
     finally:

@@ -103,7 +103,7 @@ def export_bf16(sub: Path, out: Path, device: str = "cpu") -> dict:
     t0 = time.perf_counter()
     sub = Path(sub).resolve()
     manifest = read_manifest(sub)
-    verify_shards(sub, manifest)
+    shards = verify_shards(sub, manifest)
     t_verify = time.perf_counter() - t0
     plan, tie = _plan(sub, manifest)
     out.mkdir(parents=True, exist_ok=True)
@@ -160,7 +160,7 @@ def export_bf16(sub: Path, out: Path, device: str = "cpu") -> dict:
     for p in sorted(sub.iterdir()):
         if p.is_file() and p.suffix in _CARRY_SUFFIXES and p.name not in _NOT_CARRIED:
             shutil.copyfile(p, out / p.name)
-    return {"tensors": len(plan), "bytes": offset, "tied_head": tie, "device": device,
+    return {"tensors": len(plan), "bytes": offset, "tied_head": tie, "device": device, "shards": shards,
             "phases": {"verify_sha256": round(t_verify, 3), "dequantize_write": round(time.perf_counter() - t0, 3)}}
 
 
@@ -282,6 +282,7 @@ def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budg
             raise VllmUnavailable(f"vLLM {why}")
         phases["vllm_start"] = round(time.perf_counter() - t0, 3)
         return proc, port, {"vllm_version": version, "vllm_share_s": round(share, 1), "phases": phases,
+                            "shards": exported["shards"],
                             "bf16_checkpoint": {"bytes": exported["bytes"], "dir": str(out.parent)}}
     finally:
         if out is not None:

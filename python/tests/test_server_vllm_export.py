@@ -39,6 +39,8 @@ def test_bf16_checkpoint_loaded_by_transformers_gives_the_builtin_loaders_logits
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout.strip().splitlines()[-1])
     assert rep["status"] == "ok" and rep["tied_head"] is True
+    manifest_shards = json.loads((sub / "quantization_manifest.json").read_text())["shards"]
+    assert [(s["file"], s["sha256"]) for s in rep["shards"]] == [(s["file"], s["sha256"]) for s in manifest_shards]
     assert (out / "config.json").read_bytes() == (sub / "config.json").read_bytes()  # the source config, as is
     assert json.loads((out / "config.json").read_text())["architectures"] == ["Qwen3_5ForConditionalGeneration"]
     assert (out / "tokenizer.json").is_file() and not (out / "quantization_manifest.json").exists()

@@ -17,8 +17,10 @@ counts are compared too (`same_lengths`).
 
 The proxy hop: the server is the controller process in front of the upstream process that runs the engine.
 The same 16 concurrent requests go through the controller (text prompt, as a client sends it) and straight
-to the upstream (the same token ids the controller would send), alternating, --hop-rounds times each;
-`proxy_hop.ratio` is controller tok/s over direct tok/s (medians), 1.0 meaning the hop costs nothing.
+to the upstream (the same token ids the controller would send), then the static batch runs, in --rounds
+alternating rounds; `proxy_hop.ratio` is controller tok/s over direct tok/s (medians), 1.0 meaning the hop
+costs nothing. The concurrent_16 and static_batch_16 rows are medians over the rounds (each round listed), so
+a shared machine's load swings hit the compared modes alike; one_at_a_time runs once (it is the slowest).
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def post(url: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
-def proxy_hop(srv, sub: Path, max_tokens: int, rounds: int) -> dict:
+def proxy_hop(srv, sub: Path, max_tokens: int, rounds: int, between=None) -> dict:
     """16 concurrent greedy requests through the controller vs straight to its upstream, alternating."""
     from transformers import AutoTokenizer
 
@@ -81,6 +83,8 @@ def proxy_hop(srv, sub: Path, max_tokens: int, rounds: int) -> dict:
             n, sec = burst(fn)
             acc.append(n / sec)
             lengths.setdefault(name, n)
+        if between is not None:
+            between()
     c, d = statistics.median(ctl), statistics.median(dct)
     return {"rounds": rounds, "controller_rounds": [round(x, 1) for x in ctl], "direct_rounds": [round(x, 1) for x in dct],
             "controller_tok_s": round(c, 1), "direct_tok_s": round(d, 1), "ratio": round(c / d, 3),
@@ -135,7 +139,8 @@ def main() -> int:
     ap.add_argument("--dir", default="")
     ap.add_argument("--from-fetch", default="", help="a Hugging Face model directory (fetch-model's output): its float weights "
                     "served as a float-encoded submission assembled in a temporary directory")
-    ap.add_argument("--hop-rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of (16 concurrent through the "
+                    "controller, 16 concurrent straight to the upstream, the static batch); rows report medians")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--cpu-linear", choices=["decode", "plain"], default="decode",
@@ -149,6 +154,34 @@ def main() -> int:
         sub = float_submission(Path(args.from_fetch).resolve(), tmp / "sub")
     else:
         sub = Path(args.dir).resolve() if args.dir else build_submission(tmp / "sub")
+    # The static batch-16 generate runs in this process, through the same loader, between the server's rounds.
+    import torch
+
+    from ternforge_server.controller import ReasoningController
+    from ternforge_server.loader import load_model
+
+    torch.set_num_threads(max(1, min(8, (os.cpu_count() or 2) // 2)))  # the server's CPU default
+    model, tok, _ = load_model(sub, args.device)
+    if args.device == "cpu" and args.cpu_linear == "decode":
+        from ternforge_server import cpu_linear
+
+        cpu_linear.apply(model)
+    stop_ids = sorted(ReasoningController(None, tok).eos_ids)  # what /v1/completions stops on
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    enc = tok(PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+
+    def static_batch() -> tuple[list[list[int]], float]:
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            out = model.generate(**enc, max_new_tokens=args.max_tokens, do_sample=False, eos_token_id=stop_ids,
+                                 pad_token_id=tok.pad_token_id)
+            return out[:, enc["input_ids"].shape[1]:].tolist(), time.perf_counter() - t0
+
+    with torch.inference_mode():
+        model.generate(**enc, max_new_tokens=4, do_sample=False, pad_token_id=tok.pad_token_id)
+
     srv = ServerProcess(sub, tmp / "server.log", "--device", args.device, "--cpu-linear", args.cpu_linear)
     try:
         srv.wait_ready(600)
@@ -180,7 +213,7 @@ def main() -> int:
         poller.start()
         with cf.ThreadPoolExecutor(16) as pool:
             conc_lengths = list(pool.map(one, PROMPTS))
-        conc_s = time.perf_counter() - t0
+        conc_first_s = time.perf_counter() - t0
         stop.set()
         poller.join()
         t0 = time.perf_counter()
@@ -188,45 +221,34 @@ def main() -> int:
             dflt_lengths = list(pool.map(lambda p: one(p, greedy=False), PROMPTS))
         dflt_s = time.perf_counter() - t0
         defaults = sampling_defaults(sub, parse_args(["--dir", str(sub)]))  # what the server applied
-        hop = proxy_hop(srv, sub, args.max_tokens, args.hop_rounds)
+        static_runs: list[float] = []
+        generated: list[list[int]] = []
+
+        def static_round() -> None:
+            nonlocal generated
+            generated, sec = static_batch()
+            static_runs.append(sec)
+
+        hop = proxy_hop(srv, sub, args.max_tokens, args.rounds, between=static_round)
         startup = json.loads(srv.report_path.read_text())
     finally:
         srv.stop()
 
-    # One static batch-16 generate on the same prompts, in-process, through the same loader.
-    import torch
-
-    from ternforge_server.controller import ReasoningController
-    from ternforge_server.loader import load_model
-
-    torch.set_num_threads(max(1, min(8, (os.cpu_count() or 2) // 2)))  # the server's CPU default
-    model, tok, _ = load_model(sub, args.device)
-    if args.device == "cpu" and args.cpu_linear == "decode":
-        from ternforge_server import cpu_linear
-
-        cpu_linear.apply(model)
-    stop_ids = sorted(ReasoningController(None, tok).eos_ids)  # what /v1/completions stops on
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    enc = tok(PROMPTS, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-    with torch.inference_mode():
-        model.generate(**enc, max_new_tokens=4, do_sample=False, pad_token_id=tok.pad_token_id)
-        t0 = time.perf_counter()
-        out = model.generate(**enc, max_new_tokens=args.max_tokens, do_sample=False, eos_token_id=stop_ids,
-                             pad_token_id=tok.pad_token_id)
-        static_s = time.perf_counter() - t0
-    generated = out[:, enc["input_ids"].shape[1]:].tolist()
+    static_s = statistics.median(static_runs)
+    conc_tok_s = statistics.median([sum(conc_lengths) / conc_first_s] + hop["controller_rounds"])
     static_lengths = [next((k for k, t in enumerate(row) if t in stop_ids), len(row)) for row in generated]
     static_tokens, padded_tokens = sum(static_lengths), len(generated) * len(generated[0])
     seq_tokens, conc_tokens = sum(seq_lengths), sum(conc_lengths)
+    conc_s = conc_tokens / conc_tok_s
 
     p99 = statistics.quantiles(lat, n=100, method="inclusive")[98] if len(lat) > 2 else max(lat)
     rows = {
         "one_at_a_time": {"tokens": seq_tokens, "seconds": round(seq_s, 3), "tok_s": round(seq_tokens / seq_s, 1)},
-        "concurrent_16": {"tokens": conc_tokens, "seconds": round(conc_s, 3), "tok_s": round(conc_tokens / conc_s, 1)},
+        "concurrent_16": {"tokens": conc_tokens, "seconds": round(conc_s, 3), "tok_s": round(conc_tok_s, 1),
+                          "rounds_tok_s": [round(sum(conc_lengths) / conc_first_s, 1)] + hop["controller_rounds"]},
         "static_batch_16": {"tokens": static_tokens, "seconds": round(static_s, 3),
-                            "tok_s": round(static_tokens / static_s, 1), "padded_tokens": padded_tokens},
+                            "tok_s": round(static_tokens / static_s, 1), "padded_tokens": padded_tokens,
+                            "rounds_tok_s": [round(static_tokens / x, 1) for x in static_runs]},
         "concurrent_16_defaults": {"tokens": sum(dflt_lengths), "seconds": round(dflt_s, 3),
                                    "tok_s": round(sum(dflt_lengths) / dflt_s, 1), "sampling_defaults": defaults},
     }
@@ -246,6 +268,8 @@ def main() -> int:
     print(f"{'mode':<24}{'tokens':>8}{'seconds':>10}{'tok/s':>10}")
     for k, v in rows.items():
         print(f"{k:<24}{v['tokens']:>8}{v['seconds']:>10}{v['tok_s']:>10}")
+    print(f"rounds (tok/s): concurrent_16 {rows['concurrent_16']['rounds_tok_s']}, "
+          f"static_batch_16 {rows['static_batch_16']['rounds_tok_s']} (the rows show medians)")
     print(f"16-concurrent / one-at-a-time: {result['speedup_vs_one_at_a_time']}x; "
           f"/ static batch: {result['ratio_vs_static_batch']}x")
     print(f"the first three rows decode greedily; concurrent_16_defaults uses the submission's default "

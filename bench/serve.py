@@ -287,6 +287,9 @@ def main() -> int:
     tmp_out = out_path.with_suffix(".json.tmp")
     tmp_out.write_text(json.dumps(result, indent=2) + "\n")
     tmp_out.replace(out_path)
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)  # the fixture or the assembled float submission
     return 0
 
 

@@ -239,7 +239,8 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
       { file: `${SERVER}/loader.py`, anchor: 'codes, scale = got[entry["codes_key"]]', why: 'the loader reads the stored codes and scales' },
       { file: `${SERVER}/loader.py`, anchor: 't = unpack_2bit(codes, shape[1])', why: 'unpacks them' },
       { file: `${SERVER}/loader.py`, anchor: 'w = dequantize(t, scale, g, want_dtype)', why: 'and computes W from them: no float copy exists to substitute' },
-      { file: `${SERVER}/engine_vllm.py`, anchor: 'load_model(sub, "cuda", torch.bfloat16)', why: 'the optional vLLM engine dequantizes through the same loader', required: false },
+      { file: `${SERVER}/engine_vllm.py`, anchor: 'verify_shards(sub, manifest)', why: 'the bf16 checkpoint vLLM serves on a GPU is written only from shards whose sha256 matches', required: false },
+      { file: `${SERVER}/engine_vllm.py`, anchor: 'w = dequantize(unpack_2bit(codes, shape[1]), scale, g, dtype)', why: 'with W computed from the codes by the same functions', required: false },
     ]);
     rules.push({
       id: 'ternary-execution',

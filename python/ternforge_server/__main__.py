@@ -1,10 +1,17 @@
-"""`python -m ternforge_server --dir <submission> [--engine builtin|vllm] [--device auto|cpu|cuda]
-[--startup-report path]`.
+"""`python -m ternforge_server --dir <submission> [--engine auto|vllm|builtin] [--device auto|cpu|cuda]
+[--startup-report path]`: the reasoning controller serving the OpenAI API on HOST:PORT.
 
-The HTTP server binds at once (`/health` answers 503 while loading); the model is verified, loaded and
-warmed up on a background thread, then `/health` turns 200. A refusal to load (LoadError) is written to the
-start-up report and ends the process with exit code 2. HOST (default 0.0.0.0), PORT (8000) and MODEL_NAME
-come from the environment unless given as flags.
+The HTTP server binds at once (`/health` answers 503 while loading). A start-up thread checks the GPU, starts
+the upstream process (vLLM or the built-in engine, see serving.py) on a loopback port and waits until it
+answers; then `/health` turns 200 and the controller serves through it. A refusal (LoadError: the shards fail
+the audit, a CUDA build finds no GPU) is written to the start-up report and ends the process with exit code
+2; an upstream that dies later ends it with exit code 3. On SIGTERM/SIGINT the upstream is stopped too.
+HOST (default 0.0.0.0), PORT (8000) and MODEL_NAME come from the environment unless given as flags.
+
+Other entry points of the same module (used by the controller itself):
+    python -m ternforge_server upstream --dir D --port N ...       the built-in engine (upstream.py)
+    python -m ternforge_server export-bf16 --dir D --out O         the bf16 checkpoint for vLLM (engine_vllm.py)
+    python -m ternforge_server exec-child -- CMD ...               exec CMD, SIGTERMed when its spawner dies
 """
 from __future__ import annotations
 
@@ -26,7 +33,8 @@ def _log(msg: str) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m ternforge_server")
     p.add_argument("--dir", required=True, help="submission directory (manifest, weights/, config, tokenizer)")
-    p.add_argument("--engine", choices=["builtin", "vllm"], default=os.environ.get("TERNFORGE_ENGINE", "builtin"))
+    p.add_argument("--engine", choices=["auto", "vllm", "builtin"], default=os.environ.get("TERNFORGE_ENGINE", "auto"),
+                   help="auto: vLLM on a GPU (the built-in engine if vLLM cannot serve), built-in on a CPU")
     p.add_argument("--device", default=os.environ.get("TERNFORGE_DEVICE", "auto"), help="auto | cpu | cuda[:N]")
     p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU, float32 on CPU) | float32 | bfloat16")
     p.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
@@ -47,6 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cpu-linear", choices=["decode", "plain"], default="decode",
                    help="CPU only: decode-shaped linears as W @ x^T (cpu_linear.py), or plain F.linear")
     p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's share of GPU memory")
+    p.add_argument("--startup-budget", type=float, default=float(os.environ.get("TERNFORGE_STARTUP_BUDGET", "300")),
+                   help="seconds from launch to ready that the grader allows (vLLM's share is derived from it)")
     return p.parse_args(argv)
 
 
@@ -79,15 +90,43 @@ def sampling_defaults(sub: Path, args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
+def exec_child(argv: list[str]) -> int:
+    """Ask the kernel to SIGTERM this process when the thread that spawned it dies, then exec argv."""
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        sys.stderr.write("exec-child needs a command\n")
+        return 2
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: stop_all on exit still ends the child
+    os.execv(argv[0], argv)
+    return 127  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["upstream"]:
+        from .upstream import main as upstream_main
+
+        return upstream_main(argv[1:])
+    if argv[:1] == ["export-bf16"]:
+        from .engine_vllm import export_main
+
+        return export_main(argv[1:])
+    if argv[:1] == ["exec-child"]:
+        return exec_child(argv[1:])
+    t_start = time.monotonic()
     args = parse_args(argv)
     import uvicorn
 
-    # The HTTP event loop shares the GIL with the engine thread, whose Python between tensor ops would
-    # otherwise keep /health waiting up to the default 5 ms switch interval per hand-over, several times over.
-    sys.setswitchinterval(0.0005)
-
     from .app import ServerState, build_app
+    from .serving import Children
 
     sub = Path(args.dir).resolve()
     name = args.model_name or sub.name
@@ -97,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     config = uvicorn.Config(build_app(state), host=args.host, port=args.port, log_level="warning",
                             timeout_keep_alive=75, access_log=False)
     server = uvicorn.Server(config)
+    children = Children()
     exit_code = {"code": 0}
     report: dict = {"submission": str(sub), "engine_requested": args.engine, "phases": {},
                     "sampling_defaults": defaults}
@@ -108,11 +148,13 @@ def main(argv: list[str] | None = None) -> int:
             pass
 
     def start_up() -> None:
+        # This thread spawns the upstream and lives as long as it does: PR_SET_PDEATHSIG fires when the
+        # spawning thread ends, so it must not return while the upstream serves.
         t_all = time.perf_counter()
         try:
             from .serving import build_serving
 
-            built = build_serving(sub, args)
+            built, proc = build_serving(sub, args, children, name, args.startup_budget, t_start)
             phases = {**report["phases"], **built.report.get("phases", {})}  # keep serve.sh's install
             report.update(built.report)
             report["phases"] = phases
@@ -121,12 +163,16 @@ def main(argv: list[str] | None = None) -> int:
             report["ready_s"] = round(time.perf_counter() - t_all, 3)
             report["status"] = "ready"
             _write_report(args.startup_report, report)
-            _log(f"ready: {name} on {built.report.get('device')} via {built.report.get('engine')} "
-                 f"in {report['ready_s']} s; phases {report['phases']}")
+            fallback = report.get("engine_fallback")
+            _log(f"ready: {name} on {report.get('device')} via the {report['engine']} engine"
+                 + (f" (vLLM not used: {fallback['reason']})" if fallback else "")
+                 + f" in {report['ready_s']} s; phases {report['phases']}")
         except Exception as e:  # LoadError or a bug: refuse to serve
             from .loader import LoadError
 
             state.load_error = str(e)
+            if children.closing:
+                return
             report["status"] = "refused"
             report["error"] = e.to_json() if isinstance(e, LoadError) else {"reason": "start-up-failed",
                                                                           "message": repr(e)}
@@ -136,11 +182,20 @@ def main(argv: list[str] | None = None) -> int:
                 _log(traceback.format_exc())
             exit_code["code"] = 2
             server.should_exit = True
+            return
+        code = proc.wait()
+        if not children.closing:
+            state.controller = None
+            state.load_error = f"the upstream exited with code {code}"
+            _log(f"the {report['engine']} upstream exited with code {code}; stopping")
+            exit_code["code"] = 3
+            server.should_exit = True
 
     threading.Thread(target=start_up, name="ternforge-startup", daemon=True).start()
-    server.run()
-    if state.engine is not None and hasattr(state.engine, "shutdown"):
-        state.engine.shutdown()
+    try:
+        server.run()
+    finally:
+        children.stop_all()
     return exit_code["code"]
 
 

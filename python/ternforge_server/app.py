@@ -1,14 +1,16 @@
 """The OpenAI-compatible HTTP API (starlette + uvicorn).
 
-GET /health              200 once the model is loaded and the engine runs, 503 before (never blocks on the
-                         engine: generation runs on its own thread)
+GET /health              200 once the upstream engine answers, 503 before (never blocks on the engine: it runs
+                         in its own process)
 GET /v1/models           the served model name
 POST /v1/chat/completions, POST /v1/completions   streaming (SSE, `data: [DONE]`) and not, with usage
 Errors are OpenAI-shaped `{"error": {"message", "type", "param", "code"}}` with a 4xx status for bad input
-and 503 when not ready or overloaded; nothing a client sends can kill the process.
+and 503 when not ready or overloaded, 502 when the upstream fails; nothing a client sends can kill the process.
+A client that goes away (streaming or not) cancels its generation, which frees its slot upstream.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import sys
@@ -23,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .controller import Delta, Outcome, ReasoningController, prompt_kind
+from .controller import Delta, EngineError, Outcome, ReasoningController, prompt_kind
 from .engine import QueueFull, Sampling
 
 ROLES = {"system", "developer", "user", "assistant"}
@@ -225,7 +227,9 @@ def build_app(state: ServerState) -> Starlette:
                 first = await _first_or_error(run)
                 return StreamingResponse(_chat_sse(rid, state.model_name, first, run, opts["include_usage"]),
                                          media_type="text/event-stream")
-            outcome = await _collect(run)
+            outcome = await _collect_unless_gone(request, run)
+            if outcome is None:
+                return Response(status_code=499)
             return JSONResponse(_chat_json(rid, state.model_name, outcome))
         except ApiError as e:
             return e.response()
@@ -259,7 +263,9 @@ def build_app(state: ServerState) -> Starlette:
                 first = await _first_or_error(run)
                 return StreamingResponse(_completion_sse(rid, state.model_name, first, run, opts["include_usage"]),
                                          media_type="text/event-stream")
-            outcome = await _collect(run)
+            outcome = await _collect_unless_gone(request, run)
+            if outcome is None:
+                return Response(status_code=499)
             return JSONResponse({"id": rid, "object": "text_completion", "created": int(time.time()),
                                  "model": state.model_name,
                                  "choices": [{"index": 0, "text": outcome.content, "logprobs": None,
@@ -296,12 +302,49 @@ async def _first_or_error(run: AsyncIterator[Delta | Outcome]) -> Delta | Outcom
         return await run.__anext__()
     except QueueFull as e:
         raise ApiError(503, f"server overloaded: {e}", None, "overloaded", "server_overloaded") from None
+    except EngineError as e:
+        _log(f"engine failed: {e}")
+        raise ApiError(502, f"the engine failed: {e}", None, "engine_error", "server_error") from None
+
+
+async def _collect_unless_gone(request: Request, run: AsyncIterator[Delta | Outcome]) -> Outcome | None:
+    """The Outcome, or None when the client disconnected first (the generation is then cancelled)."""
+    collect = asyncio.ensure_future(_collect(run))
+    gone = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        collect.cancel()
+        gone.cancel()
+        raise
+    gone.cancel()
+    if collect.done():
+        return collect.result()
+    collect.cancel()
+    try:
+        await collect
+    except (asyncio.CancelledError, Exception):
+        pass
+    await run.aclose()
+    _log("client went away; its generation was cancelled")
+    return None
+
+
+async def _wait_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
 
 
 async def _collect(run: AsyncIterator[Delta | Outcome]) -> Outcome:
     item = await _first_or_error(run)
-    while not isinstance(item, Outcome):
-        item = await run.__anext__()
+    try:
+        while not isinstance(item, Outcome):
+            item = await run.__anext__()
+    except EngineError as e:
+        _log(f"engine failed: {e}")
+        raise ApiError(502, f"the engine failed: {e}", None, "engine_error", "server_error") from None
     return item
 
 

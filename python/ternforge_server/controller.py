@@ -33,6 +33,15 @@ def _log(msg: str) -> None:
     sys.stderr.flush()
 
 
+class EngineError(Exception):
+    """The engine failed the request (the upstream died, errored or is unreachable)."""
+
+
+def _raise_if_failed(stream: GenerationStream) -> None:
+    if stream.finish_reason == "error":
+        raise EngineError(stream.error or "the engine failed the request")
+
+
 class Engine(Protocol):
     def generate(self, ids: list[int], max_new: int, stop_ids: Any = (), deadline: float | None = None,
                  sampling: Sampling = Sampling()) -> GenerationStream: ...
@@ -223,6 +232,7 @@ class ReasoningController:
             finally:
                 if not stream.done:
                     stream.cancel()
+            _raise_if_failed(stream)
             engine_finish = stream.finish_reason or ("cancelled" if thinking_cut or answer.stopped else "")
             rest = dec.flush()
             if rest and in_thinking:
@@ -258,6 +268,7 @@ class ReasoningController:
                 finally:
                     if not stream.done:
                         stream.cancel()
+                _raise_if_failed(stream)
                 engine_finish = stream.finish_reason or ("cancelled" if answer.stopped else "")
             else:
                 engine_finish = "length"

@@ -202,6 +202,7 @@ class BatchEngine:
         self._cache: Any = None
         self._mask: torch.Tensor | None = None  # [B, T] 1 = real token, 0 = left pad
         self._last: torch.Tensor | None = None  # [B] last sampled token per row
+        self._cache_kw = cache_keyword(model)
         self._thread = threading.Thread(target=self._run, name="ternforge-engine", daemon=True)
 
     # ------------------------------------------------------------------ public API
@@ -297,8 +298,8 @@ class BatchEngine:
         return out
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any) -> torch.Tensor:
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-                         logits_to_keep=1)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                         logits_to_keep=1, **{self._cache_kw: cache})
         return out.logits[:, -1, :].float()
 
     def _new_cache(self) -> Any:
@@ -449,6 +450,18 @@ class BatchEngine:
 
     def _reset_batch(self) -> None:
         self._rows, self._cache, self._mask, self._last = [], None, None, None
+
+
+def cache_keyword(model: torch.nn.Module) -> str:
+    """The keyword the model's forward takes its KV cache by: `cache` in some transformers releases,
+    `past_key_values` in others (5.20 has only the latter)."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in params:
+            return name
+    raise TypeError(f"{type(model).__name__}.forward takes neither `cache` nor `past_key_values`")
 
 
 def _attr_of(layer: Any, d: dict) -> str:

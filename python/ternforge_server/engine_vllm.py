@@ -1,21 +1,39 @@
-"""vLLM as an optional engine on a GPU, behind the same controller. UNTESTED here (no vLLM, no GPU).
+"""vLLM as the production upstream on a GPU (not run here: no vLLM, no GPU on the build machine).
 
-Start-up dequantizes the packed codes through the server's own loader (W = (c - 1) * scale), writes the text
-model as a bf16 checkpoint (text_config only, names `model.*`, a tied head stored once), and starts vLLM's
-async engine on it. `try_vllm` returns None (the caller logs and falls back to the built-in engine) when vLLM
-is not importable, there is no GPU, or vLLM fails to start. vLLM's own OpenAI server and its reasoning parser
-are never used, so its `content: null` cannot reach a client: the controller builds every reply.
+`start_vllm` (called by serving.build_serving for --engine vllm / auto on a GPU):
+  1. `import vllm` in a subprocess: absent or broken -> VllmUnavailable (the caller logs it and falls back to
+     the built-in engine);
+  2. `python -m ternforge_server export-bf16`, a short-lived process (its CUDA context dies with it), writes the
+     text model as a bf16 checkpoint: every non-exempt manifest tensor, W = (code - 1) * scale for packed ones,
+     from shards whose sha256 matches the manifest, written tensor by tensor into one safetensors file (never
+     the whole model in memory), under the source checkpoint's tensor names, with the source config.json
+     (vLLM 0.19.1 registers Qwen3_5ForConditionalGeneration only) and the tokenizer files; in /dev/shm when it
+     has room, else in the submission's tmp/;
+  3. vLLM's OpenAI server on it: loopback port, `--language-model-only` (no vision tower), no speculative
+     config (no MTP: its weights are exempt and not written), `--served-model-name`, `--max-model-len`,
+     `--gpu-memory-utilization`, `--generation-config vllm` (our requests name every sampling field);
+  4. once vLLM's /health answers, the temporary checkpoint is deleted.
+vLLM must be ready within its share of the start-up budget (budget - install - elapsed - 90 s, at least 60 s);
+otherwise it is stopped and VllmUnavailable says why. The controller talks to vLLM like to the built-in
+upstream (token ids in and out), so vLLM's reasoning parser is never involved and `content` is never null.
 """
 from __future__ import annotations
 
-import asyncio
+import argparse
 import json
+import os
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from .engine import GenerationStream, Sampling
+MIN_VLLM_SHARE_S = 60.0
+RESERVE_AFTER_VLLM_S = 90.0  # the built-in fallback's load and warm-up, should vLLM fail late
+# Files of a submission that a Hugging Face checkpoint directory carries besides its weights.
+_CARRY_SUFFIXES = (".json", ".jinja", ".txt", ".model", ".tiktoken")
+_NOT_CARRIED = {"quantization_manifest.json", "model.safetensors.index.json"}
 
 
 def _log(msg: str) -> None:
@@ -23,104 +41,249 @@ def _log(msg: str) -> None:
     sys.stderr.flush()
 
 
-def write_bf16_text_checkpoint(sub: Path, out: Path) -> dict:
-    """Dequantize through load_model and save a plain HF text-only checkpoint; returns the load report."""
+class VllmUnavailable(Exception):
+    """vLLM cannot serve here; the message says why."""
+
+
+# ------------------------------------------------------------------------------------------ the bf16 checkpoint
+
+_ST_DTYPE = {"bfloat16": "BF16", "float32": "F32", "float16": "F16"}
+
+
+def _plan(sub: Path, manifest: dict) -> tuple[list[tuple[str, str, Any]], bool]:
+    """[(source tensor name to write, manifest entry name, torch dtype)] and whether the head is tied."""
     import torch
-    from safetensors.torch import save_file
 
-    from .loader import load_model
+    from .loader import _fp32_keep, is_exempt, model_name_for, read_config
 
-    model, tokenizer, report = load_model(sub, "cuda", torch.bfloat16)
+    config, family = read_config(sub)
+    if family == "qwen3_5":
+        from transformers import Qwen3_5ForCausalLM as cls
+    else:
+        from transformers import AutoModelForCausalLM
+
+        cls = AutoModelForCausalLM
+    keep = _fp32_keep(cls)
+    tie = bool(getattr(config, "tie_word_embeddings", False))
+    plan = []
+    for name, entry in sorted(manifest["tensors"].items()):
+        if is_exempt(name, entry):
+            continue
+        dtype = torch.float32 if any(k in model_name_for(name) for k in keep) else torch.bfloat16
+        plan.append((name, name, dtype))
+        for tied in entry.get("tied_to", []) or []:
+            if not (tie and tied.endswith("lm_head.weight")):
+                plan.append((tied, name, dtype))
+    return plan, tie
+
+
+def checkpoint_bytes(sub: Path) -> int:
+    """What export_bf16 writes, in bytes (weights only)."""
+    from .loader import read_manifest
+
+    manifest = read_manifest(sub)
+    plan, _ = _plan(sub, manifest)
+    total = 0
+    for _, src, dtype in plan:
+        n = 1
+        for d in manifest["tensors"][src]["shape"]:
+            n *= int(d)
+        total += n * (4 if str(dtype) == "torch.float32" else 2)
+    return total
+
+
+def export_bf16(sub: Path, out: Path, device: str = "cpu") -> dict:
+    """Write the text model of the audited submission `sub` as a bf16 Hugging Face checkpoint in `out`."""
+    import torch
+    from safetensors import safe_open
+
+    from .loader import LoadError, _check_shape, read_manifest, verify_shards
+    from .packing import dequantize, unpack_2bit
+
+    t0 = time.perf_counter()
+    sub = Path(sub).resolve()
+    manifest = read_manifest(sub)
+    shards = verify_shards(sub, manifest)
+    t_verify = time.perf_counter() - t0
+    plan, tie = _plan(sub, manifest)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.contiguous() for k, v in model.state_dict().items()
-             if not (model.config.tie_word_embeddings and k == "lm_head.weight")}
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    cfg = model.config.to_dict()
-    cfg["architectures"] = [type(model).__name__]
-    (out / "config.json").write_text(json.dumps(cfg, indent=2))
-    tokenizer.save_pretrained(str(out))
-    del model
-    torch.cuda.empty_cache()
-    return report.to_json()
+
+    header: dict[str, Any] = {"__metadata__": {"format": "pt", "source": "ternforge export-bf16"}}
+    offset = 0
+    for dst, src, dtype in plan:
+        shape = [int(x) for x in manifest["tensors"][src]["shape"]]
+        n = 1
+        for d in shape:
+            n *= d
+        size = n * (4 if dtype == torch.float32 else 2)
+        header[dst] = {"dtype": _ST_DTYPE[str(dtype).replace("torch.", "")], "shape": shape,
+                       "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+
+    t0 = time.perf_counter()
+    handles: dict[str, Any] = {}
+    target = out / "model.safetensors"
+    tmp = out / "model.safetensors.partial"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(len(head).to_bytes(8, "little"))
+            f.write(head)
+            for dst, src, dtype in plan:
+                entry = manifest["tensors"][src]
+                shard = entry["shard"]
+                if shard not in handles:
+                    handles[shard] = safe_open(str(sub / shard), framework="pt", device=device)
+                h = handles[shard]
+                shape = [int(x) for x in entry["shape"]]
+                if entry["encoding"] == "packed_2bit":
+                    g = int(entry["group_size"])
+                    codes, scale = h.get_tensor(entry["codes_key"]), h.get_tensor(entry["scale_key"])
+                    _check_shape(src, entry["codes_key"], codes, [shape[0], shape[1] // 4], torch.uint8)
+                    _check_shape(src, entry["scale_key"], scale, [shape[0], shape[1] // g], torch.float32)
+                    try:
+                        w = dequantize(unpack_2bit(codes, shape[1]), scale, g, dtype)
+                    except ValueError as e:
+                        raise LoadError("invalid-code", f"{src}: {e}", tensor=src) from None
+                else:
+                    w = h.get_tensor(entry["data_key"])
+                    if list(w.shape) != shape:
+                        raise LoadError("tensor-shape-mismatch", f"{src}: shape {list(w.shape)}, manifest {shape}",
+                                        tensor=src, expected=shape, actual=list(w.shape))
+                    w = w.to(dtype)
+                f.write(w.contiguous().cpu().view(torch.uint8).numpy().tobytes())
+        os.replace(tmp, target)
+    finally:
+        handles.clear()
+        tmp.unlink(missing_ok=True)
+    for p in sorted(sub.iterdir()):
+        if p.is_file() and p.suffix in _CARRY_SUFFIXES and p.name not in _NOT_CARRIED:
+            shutil.copyfile(p, out / p.name)
+    return {"tensors": len(plan), "bytes": offset, "tied_head": tie, "device": device, "shards": shards,
+            "phases": {"verify_sha256": round(t_verify, 3), "dequantize_write": round(time.perf_counter() - t0, 3)}}
 
 
-class VllmEngine:
-    """generate(ids, max_new, stop_ids, deadline, sampling) -> GenerationStream, on vLLM's AsyncLLM."""
+def export_main(argv: list[str]) -> int:
+    """`python -m ternforge_server export-bf16 --dir SUB --out DIR [--device cpu|cuda]`; prints a JSON report."""
+    p = argparse.ArgumentParser(prog="python -m ternforge_server export-bf16")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--device", default="cpu")
+    a = p.parse_args(argv)
+    from .loader import LoadError
 
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
-        self._n = 0
+    try:
+        rep = export_bf16(Path(a.dir), Path(a.out), a.device)
+    except LoadError as e:
+        print(json.dumps({"status": "refused", "error": e.to_json()}))
+        return 2
+    print(json.dumps({"status": "ok", **rep}))
+    return 0
 
-    def generate(self, ids: list[int], max_new: int, stop_ids: Iterable[int] = (), deadline: float | None = None,
-                 sampling: Sampling = Sampling()) -> GenerationStream:
-        from vllm import SamplingParams
 
-        stream = GenerationStream()
-        self._n += 1
-        rid = f"tf-{self._n}"
-        params = SamplingParams(max_tokens=max_new, temperature=sampling.temperature, top_p=sampling.top_p,
-                                seed=sampling.seed, presence_penalty=sampling.presence_penalty,
-                                frequency_penalty=sampling.frequency_penalty, stop_token_ids=list(stop_ids),
-                                detokenize=False)
+def temp_root(sub: Path, need: int) -> Path:
+    """/dev/shm when it has room for `need` bytes plus 10%, else the submission's tmp/."""
+    shm = Path("/dev/shm")
+    try:
+        st = os.statvfs(shm)
+        if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize > need * 1.1:
+            return shm
+    except OSError:
+        pass
+    root = sub / "tmp"
+    root.mkdir(exist_ok=True)
+    return root
 
-        async def pump() -> None:
-            sent = 0
+
+# ------------------------------------------------------------------------------------------ starting vLLM
+
+
+def vllm_share(budget_s: float, t_start: float) -> float:
+    """Seconds vLLM may take to become ready: budget - install - elapsed - 90 s, at least 60 s."""
+    try:
+        install = float(os.environ.get("TERNFORGE_INSTALL_SECONDS", "0") or 0)
+    except ValueError:
+        install = 0.0
+    elapsed = time.monotonic() - t_start
+    return max(MIN_VLLM_SHARE_S, budget_s - install - elapsed - RESERVE_AFTER_VLLM_S)
+
+
+def vllm_command(model_dir: Path, name: str, port: int, args: Any) -> list[str]:
+    return [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(model_dir), "--served-model-name", name,
+            "--host", "127.0.0.1", "--port", str(port),
+            "--dtype", "bfloat16", "--max-model-len", str(args.max_model_len),
+            "--gpu-memory-utilization", str(args.gpu_memory_utilization),
+            "--max-num-seqs", str(args.max_batch or 64),
+            "--language-model-only", "--generation-config", "vllm"]
+
+
+def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budget_s: float,
+               t_start: float) -> tuple[Any, int, dict]:
+    """(process, port, report) of a healthy vLLM upstream, or VllmUnavailable."""
+    from .serving import _child_env, free_port, wait_healthy
+
+    t0 = time.perf_counter()
+    try:
+        probe = subprocess.run([sys.executable, "-c", "import vllm, sys; sys.stdout.write(vllm.__version__)"],
+                               capture_output=True, text=True, timeout=180, env=_child_env())
+    except subprocess.TimeoutExpired:
+        raise VllmUnavailable("`import vllm` took over 180 s") from None
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise VllmUnavailable(f"vLLM cannot import: {last}")
+    version = probe.stdout.strip()
+    _log(f"vLLM {version} imports ({time.perf_counter() - t0:.1f} s)")
+    if device != "cuda":
+        raise VllmUnavailable("no GPU: vLLM serves on a GPU only")
+    share = vllm_share(budget_s, t_start)
+    deadline = time.monotonic() + share
+    _log(f"vLLM has {share:.0f} s to become ready")
+
+    out = None
+    try:
+        need = checkpoint_bytes(sub)
+        out = Path(__import__("tempfile").mkdtemp(prefix="ternforge-bf16-", dir=temp_root(sub, need)))
+        t0 = time.perf_counter()
+        # Through `children`, so a controller stopped meanwhile stops the export too.
+        exp = children.spawn([sys.executable, "-m", "ternforge_server", "export-bf16", "--dir", str(sub),
+                              "--out", str(out), "--device", "cuda"], _child_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = exp.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            children.stop(exp)
+            raise VllmUnavailable(f"writing the bf16 checkpoint took over {share:.0f} s") from None
+        ex = subprocess.CompletedProcess(exp.args, exp.returncode, stdout, stderr)
+        if ex.returncode != 0:
             try:
-                async for out in self.llm.generate({"prompt_token_ids": list(ids)}, params, rid):
-                    toks = out.outputs[0].token_ids
-                    for t in toks[sent:]:
-                        if t in stop_ids:
-                            stream._finish("stop", stop_token=t)
-                            return
-                        stream._push(int(t))
-                    sent = len(toks)
-                    if stream.cancelled or (deadline is not None and time.monotonic() >= deadline):
-                        await self.llm.abort(rid)
-                        stream._finish("cancelled" if stream.cancelled else "deadline")
-                        return
-                    if out.finished:
-                        reason = out.outputs[0].finish_reason
-                        stream._finish("stop" if reason == "stop" else "length")
-                        return
-            except Exception as e:
-                stream._finish("error", error=repr(e))
+                got = json.loads(ex.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                got = {}
+            if got.get("status") == "refused":  # the shards fail the audit: no engine may serve them
+                from .loader import LoadError
 
-        asyncio.get_running_loop().create_task(pump())
-        return stream
-
-    def shutdown(self) -> None:
-        shutdown = getattr(self.llm, "shutdown", None)
-        if shutdown:
-            shutdown()
-
-
-def try_vllm(sub: Path, device: Any, args: Any) -> tuple[Any, Any, dict] | None:
-    """(engine, tokenizer, report) or None when vLLM cannot run here."""
-    if device.type != "cuda":
-        _log("no GPU")
-        return None
-    try:
-        from vllm import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-    except Exception as e:
-        _log(f"not importable: {e!r}")
-        return None
-    try:
-        import tempfile
-
+                err = got["error"]
+                raise LoadError(err["reason"], err.get("message", ""),
+                                **{k: v for k, v in err.items() if k not in ("reason", "message")})
+            raise VllmUnavailable(f"bf16 export failed: {(ex.stderr.strip().splitlines() or ['?'])[-1]}")
+        exported = json.loads(ex.stdout.strip().splitlines()[-1])
+        phases = {"verify": exported["phases"]["verify_sha256"],
+                  "dequantize_write_bf16": exported["phases"]["dequantize_write"],
+                  "export_process": round(time.perf_counter() - t0, 3)}
+        _log(f"bf16 checkpoint: {exported['bytes'] / 2**30:.2f} GiB in {out} ({phases})")
+        port = free_port()
         t0 = time.perf_counter()
-        out = Path(tempfile.mkdtemp(prefix="ternforge-bf16-"))
-        report = write_bf16_text_checkpoint(sub, out)
-        report["phases"]["write_bf16"] = round(time.perf_counter() - t0, 3)
-        t0 = time.perf_counter()
-        llm = AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(out), dtype="bfloat16",
-                                                        max_model_len=args.max_model_len, enforce_eager=False))
-        report["phases"]["vllm_start"] = round(time.perf_counter() - t0, 3)
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(sub), local_files_only=True)
-        report["engine"] = "vllm"
-        return VllmEngine(llm), tokenizer, report
-    except Exception as e:
-        _log(f"failed to start: {e!r}")
-        return None
+        proc = children.spawn(vllm_command(out, name, port, args), _child_env())
+        ok, why = wait_healthy(port, proc, max(1.0, deadline - time.monotonic()))
+        if not ok:
+            children.stop(proc)
+            raise VllmUnavailable(f"vLLM {why}")
+        phases["vllm_start"] = round(time.perf_counter() - t0, 3)
+        return proc, port, {"vllm_version": version, "vllm_share_s": round(share, 1), "phases": phases,
+                            "shards": exported["shards"],
+                            "bf16_checkpoint": {"bytes": exported["bytes"], "dir": str(out.parent)}}
+    finally:
+        if out is not None:
+            shutil.rmtree(out, ignore_errors=True)

@@ -235,7 +235,8 @@ def free_port() -> int:
 class ServerProcess:
     """`python -m ternforge_server` on the fixture, as a real child process; stderr kept in a file."""
 
-    def __init__(self, sub: Path, log_path: Path, *extra: str, port: int | None = None) -> None:
+    def __init__(self, sub: Path, log_path: Path, *extra: str, port: int | None = None,
+                 extra_env: dict | None = None) -> None:
         import subprocess
         import sys
 
@@ -245,6 +246,7 @@ class ServerProcess:
         self.report_path = log_path.with_suffix(".startup.json")
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), HOST="127.0.0.1",
                    PORT=str(self.port), MODEL_NAME="ternforge-tiny", TOKENIZERS_PARALLELISM="false")
+        env.update(extra_env or {})  # the caller's additions win
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ternforge_server", "--dir", str(sub), "--device", "cpu",

@@ -49,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="for requests that name none (default: architecture.json serving.sampling_defaults, else 0)")
     p.add_argument("--frequency-penalty", type=float, default=None, help="likewise")
     p.add_argument("--request-timeout", type=float, default=280.0, help="wall-clock seconds per request")
+    p.add_argument("--body-timeout", type=float, default=30.0,
+                   help="seconds to receive a request's whole body after its headers (else 408)")
     p.add_argument("--reserve", action="append", default=[], metavar="KIND=N",
                    help="answer reserve in tokens for a prompt kind (choice, math, code, default)")
     p.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: half the cores)")
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.model_name or sub.name
     defaults = sampling_defaults(sub, args)
     state = ServerState(model_name=name, max_model_len=args.max_model_len,
-                        default_max_tokens=args.default_max_tokens, **defaults)
+                        default_max_tokens=args.default_max_tokens, body_timeout=args.body_timeout, **defaults)
     config = uvicorn.Config(build_app(state), host=args.host, port=args.port, log_level="warning",
                             timeout_keep_alive=75, access_log=False)
     server = uvicorn.Server(config)

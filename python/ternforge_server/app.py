@@ -7,10 +7,23 @@ POST /v1/chat/completions, POST /v1/completions   streaming (SSE, `data: [DONE]`
 Errors are OpenAI-shaped `{"error": {"message", "type", "param", "code"}}` with a 4xx status for bad input
 and 503 when not ready or overloaded, 502 when the upstream fails; nothing a client sends can kill the process.
 A client that goes away (streaming or not) cancels its generation, which frees its slot upstream.
+
+Hostile input is bounded before it costs anything (see `request_bounds`):
+- the body is read with a deadline (`--body-timeout`, 408 when a client sends headers and no body) and a size cap
+  derived from the context length (413 by Content-Length before reading, or as soon as the stream passes it);
+- JSON nested too deeply (RecursionError) and strings with lone surrogates are 400s naming the problem;
+- prompt text longer than `max_model_len * CHARS_PER_TOKEN` characters is refused before tokenization;
+- parsing, template rendering and tokenization run in worker threads, never on the event loop, so `/health`
+  keeps answering while a large request is handled;
+- a client-supplied chat template is refused (the server renders the submission's own template only), and so are
+  fields that would change a reply's meaning which the server cannot honour (`tools` unless `tool_choice` is
+  "none", `response_format` other than text, `logprobs`/`top_logprobs`, `logit_bias`, `n` > 1, ...): each is a
+  400 whose `param` names the field. `n: null` means the default, 1 (OpenAI's semantics for null).
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import math
 import sys
@@ -21,7 +34,7 @@ from typing import Any, AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -30,7 +43,24 @@ from .engine import QueueFull, Sampling
 
 ROLES = {"system", "developer", "user", "assistant"}
 MAX_STOP = 16
-MAX_BODY_BYTES = 8 << 20
+# A prompt's text is refused before tokenization when it has more than max_model_len * CHARS_PER_TOKEN
+# characters: real text averages 3-5 characters per token (code and whitespace runs more), so 32 only refuses
+# prompts that could never fit, and it bounds the tokenizer's work (about 1 M characters at 32768 tokens).
+CHARS_PER_TOKEN = 32
+# The body cap: that many characters at 4 bytes each (the longest UTF-8 character), plus 1 MiB for the JSON
+# around them (5 MiB at 32768 tokens). Checked on Content-Length before reading, and while reading a chunked body.
+BYTES_PER_CHAR = 4
+BODY_OVERHEAD_BYTES = 1 << 20
+DEFAULT_BODY_TIMEOUT = 30.0  # seconds to receive the whole body once the headers are in
+# Template rendering and tokenization: two worker threads (they release the event loop; the Rust tokenizer also
+# releases the GIL). Parsing and validation use anyio's default pool.
+_WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="ternforge-tokenize")
+
+
+def request_bounds(max_model_len: int) -> dict:
+    """The size bounds a request is checked against, derived from the context length."""
+    max_chars = max_model_len * CHARS_PER_TOKEN
+    return {"max_prompt_chars": max_chars, "max_body_bytes": max_chars * BYTES_PER_CHAR + BODY_OVERHEAD_BYTES}
 
 
 def _log(msg: str) -> None:
@@ -45,8 +75,10 @@ class ApiError(Exception):
         self.status, self.message, self.param, self.code, self.type = status, message, param, code, type_
 
     def response(self) -> JSONResponse:
+        # After a 408 or 413 the rest of the body may still be on its way: close the connection.
+        headers = {"Connection": "close"} if self.status in (408, 413) else None
         return JSONResponse({"error": {"message": self.message, "type": self.type, "param": self.param,
-                                       "code": self.code}}, status_code=self.status)
+                                       "code": self.code}}, status_code=self.status, headers=headers)
 
 
 @dataclass
@@ -63,6 +95,7 @@ class ServerState:
     engine: Any = None
     started: float = field(default_factory=time.time)
     load_error: str | None = None
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
 
 
 # ------------------------------------------------------------------------------------------ validation
@@ -97,9 +130,57 @@ def _num_field(body: dict, name: str, lo: float, hi: float, default: float) -> f
     return float(v)
 
 
-def _common(body: dict, state: ServerState) -> dict:
+def _unsupported(name: str, what: str, code: str = "unsupported_parameter") -> ApiError:
+    return ApiError(400, f"'{name}' is not supported by this server: {what}", name, code)
+
+
+def _refuse_meaning_changes(body: dict, chat: bool) -> None:
+    """Fields that would change what a reply means and that this server does not implement: refuse, never ignore.
+    null (and an empty list or object) means "not asked for" and is accepted."""
+    if body.get("logit_bias") not in (None, {}):
+        raise _unsupported("logit_bias", "token biases are not applied")
+    if chat:
+        tools, choice = body.get("tools"), body.get("tool_choice")
+        if tools not in (None, []) and choice != "none":
+            if choice not in (None, "auto"):
+                raise _unsupported("tool_choice", f"the model cannot be made to call a tool ({choice!r}); only "
+                                   "tool_choice \"none\" is accepted with tools", "unsupported_value")
+            raise _unsupported("tools", "tool calls are not parsed; send tool_choice \"none\" or no tools")
+        if choice not in (None, "none", "auto"):
+            raise _unsupported("tool_choice", f"no tool can be called ({choice!r})", "unsupported_value")
+        if body.get("functions") not in (None, []) and body.get("function_call") != "none":
+            raise _unsupported("functions", "function calls are not parsed")
+        rf = body.get("response_format")
+        if rf is not None and rf != {"type": "text"}:
+            raise _unsupported("response_format", 'only {"type": "text"} is produced; structured output is not '
+                               "enforced", "unsupported_value")
+        if body.get("logprobs") not in (None, False):
+            raise _unsupported("logprobs", "log probabilities are not returned")
+        if body.get("top_logprobs") not in (None, 0):
+            raise _unsupported("top_logprobs", "log probabilities are not returned")
+        if body.get("modalities") not in (None, ["text"]):
+            raise _unsupported("modalities", 'only ["text"] is produced', "unsupported_value")
+        if body.get("audio") is not None:
+            raise _unsupported("audio", "audio output is not produced")
+        if "chat_template" in body:
+            raise _unsupported("chat_template", "a client-supplied chat template is not accepted; the server "
+                               "renders the submission's own template")
+    else:
+        lp = body.get("logprobs")
+        if lp is not None and lp is not False:
+            raise _unsupported("logprobs", "log probabilities are not returned")
+        if body.get("echo") not in (None, False):
+            raise _unsupported("echo", "the prompt is not echoed")
+        if body.get("best_of") not in (None, 1):
+            raise _unsupported("best_of", "only best_of=1 is supported", "unsupported_value")
+        if body.get("suffix") not in (None, ""):
+            raise _unsupported("suffix", "insertion (a suffix) is not supported")
+
+
+def _common(body: dict, state: ServerState, chat: bool = True) -> dict:
     if body.get("n") is not None and (isinstance(body["n"], bool) or body["n"] != 1):
         raise ApiError(400, "only n=1 is supported", "n", "unsupported_value")
+    _refuse_meaning_changes(body, chat)
     mt = _int_field(body, "max_completion_tokens", 1, state.max_model_len)
     if mt is None:
         mt = _int_field(body, "max_tokens", 1, state.max_model_len)
@@ -142,6 +223,8 @@ def _message_text(i: int, msg: Any) -> tuple[str, str]:
     if not isinstance(role, str) or role not in ROLES:
         raise ApiError(400, f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}",
                        f"messages[{i}].role", "invalid_value")
+    if msg.get("tool_calls") not in (None, []):
+        raise _unsupported(f"messages[{i}].tool_calls", "tool calls are not rendered into the prompt")
     content = msg.get("content")
     if content is None and role == "assistant":
         content = ""
@@ -158,17 +241,127 @@ def _message_text(i: int, msg: Any) -> tuple[str, str]:
     return ("system" if role == "developer" else role), content
 
 
-async def _json_body(request: Request) -> dict:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", None, "body_too_large")
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The whole body, or a 413 past `limit` bytes (by Content-Length before reading anything) or a 408 when it
+    has not all arrived `timeout` seconds after the headers (a client that sends headers and stalls)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body of {int(declared)} bytes is over this server's limit of {limit} bytes "
+                       f"(max_model_len x {CHARS_PER_TOKEN} characters x {BYTES_PER_CHAR} bytes + 1 MiB)", None,
+                       "body_too_large")
+    chunks: list[bytes] = []
+    size = 0
+
+    async def receive_all() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"request body is over this server's limit of {limit} bytes", None,
+                               "body_too_large")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(receive_all(), timeout)
+    except asyncio.TimeoutError:
+        raise ApiError(408, f"the request body did not arrive within {timeout:g} s ({size} bytes received)", None,
+                       "request_timeout") from None
+    except ClientDisconnect:
+        raise ApiError(400, "the client disconnected while sending the body", None, "client_disconnected") from None
+    return b"".join(chunks)
+
+
+def _lone_surrogate_path(body: Any) -> str | None:
+    """The JSON path of the first string (key or value) holding a lone surrogate, e.g. from a "\\ud800" escape:
+    not Unicode text, so no tokenizer can take it. Iterative (nesting depth is already bounded by the parser)."""
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return path or "(body)"
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                try:
+                    k.encode("utf-8")
+                except UnicodeEncodeError:
+                    return (path + "." if path else "") + "(a key)"
+                stack.append(((path + "." if path else "") + k, x))
+        elif isinstance(v, list):
+            stack.extend((f"{path}[{i}]", x) for i, x in enumerate(v))
+    return None
+
+
+def _parse_json(raw: bytes) -> dict:
     try:
         body = json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "request body is not acceptable JSON: nested too deeply", None, "invalid_json") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ApiError(400, f"request body is not valid JSON: {e}", None, "invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object", None, "invalid_type")
+    bad = _lone_surrogate_path(body)
+    if bad is not None:
+        raise ApiError(400, f"{bad} contains a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), which "
+                       "is not valid Unicode text", bad, "invalid_unicode")
     return body
+
+
+async def _json_body(request: Request, state: ServerState) -> dict:
+    bounds = request_bounds(state.max_model_len)
+    raw = await _read_body(request, bounds["max_body_bytes"], state.body_timeout)
+    return await _off_loop(_parse_json, raw, pool=None)
+
+
+async def _off_loop(fn, *args, pool: concurrent.futures.Executor | None = _WORKERS):
+    """Run fn(*args) in a worker thread; ApiErrors it raises come back as they are."""
+    return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+
+def _check_chars(state: ServerState, n_chars: int, param: str) -> None:
+    limit = request_bounds(state.max_model_len)["max_prompt_chars"]
+    if n_chars > limit:
+        raise ApiError(400, f"the prompt has {n_chars} characters, more than can fit the context length "
+                       f"{state.max_model_len} (refused above {limit} = {CHARS_PER_TOKEN} characters per token, "
+                       "before tokenization)", param, "context_length_exceeded")
+
+
+# The names apply_chat_template takes itself: a chat_template_kwargs key among them would change how the prompt is
+# built (or what it returns), not only a template variable.
+_RESERVED_TEMPLATE_KWARGS = {"conversation", "messages", "tools", "documents", "chat_template", "add_generation_prompt",
+                             "continue_final_message", "tokenize", "padding", "truncation", "max_length",
+                             "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs"}
+
+
+def _template_kwargs(body: dict) -> dict:
+    ctk = body.get("chat_template_kwargs")
+    if ctk is None:
+        return {}
+    if not isinstance(ctk, dict):
+        raise ApiError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs", "invalid_type")
+    for k, v in ctk.items():
+        name = f"chat_template_kwargs.{k}"
+        if k == "chat_template":
+            raise _unsupported(name, "a client-supplied chat template is not accepted; the server renders the "
+                               "submission's own template")
+        if k in _RESERVED_TEMPLATE_KWARGS:
+            raise _unsupported(name, "it is an argument of the template call, not a template variable")
+        if v is not None and not isinstance(v, (bool, int, float, str)):
+            raise ApiError(400, f"'{name}' must be a string, number, boolean or null", name, "invalid_type")
+    return ctk
+
+
+def _render_and_tokenize(tokenizer: Any, messages: list[dict], ctk: dict) -> tuple[str, list[int]]:
+    try:
+        prompt_text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **ctk)
+    except Exception as e:  # a template that rejects this conversation
+        raise ApiError(400, f"the chat template rejected the messages: {e}", "messages", "invalid_value")
+    if not isinstance(prompt_text, str):
+        raise ApiError(400, "the chat template did not render text", "chat_template_kwargs", "invalid_value")
+    return prompt_text, tokenizer.encode(prompt_text, add_special_tokens=False)
 
 
 def _ready(state: ServerState) -> ReasoningController:
@@ -201,21 +394,16 @@ def build_app(state: ServerState) -> Starlette:
     async def chat(request: Request) -> Response:
         arrived = time.monotonic()
         try:
-            body = await _json_body(request)
+            body = await _json_body(request, state)
             msgs = body.get("messages")
             if not isinstance(msgs, list) or not msgs:
                 raise ApiError(400, "'messages' must be a non-empty list", "messages", "invalid_value")
             messages = [dict(zip(("role", "content"), _message_text(i, m))) for i, m in enumerate(msgs)]
             opts = _common(body, state)
-            ctk = body.get("chat_template_kwargs")
-            ctk = ctk if isinstance(ctk, dict) else {}
+            ctk = _template_kwargs(body)
+            _check_chars(state, sum(len(m["content"]) for m in messages), "messages")
             controller = _ready(state)
-            try:
-                prompt_text = state.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                                  tokenize=False, **ctk)
-            except Exception as e:  # a template that rejects this conversation
-                raise ApiError(400, f"the chat template rejected the messages: {e}", "messages", "invalid_value")
-            prompt_ids = state.tokenizer.encode(prompt_text, add_special_tokens=False)
+            prompt_text, prompt_ids = await _off_loop(_render_and_tokenize, state.tokenizer, messages, ctk)
             max_tokens = opts["max_tokens"] or min(state.default_max_tokens, state.max_model_len - len(prompt_ids))
             _check_len(state, len(prompt_ids), max(1, max_tokens))
             user_text = "\n".join(m["content"] for m in messages if m["role"] == "user")
@@ -237,14 +425,15 @@ def build_app(state: ServerState) -> Starlette:
     async def completions(request: Request) -> Response:
         arrived = time.monotonic()
         try:
-            body = await _json_body(request)
+            body = await _json_body(request, state)
             prompt = body.get("prompt")
             if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
                 prompt = prompt[0]
-            opts = _common(body, state)
+            opts = _common(body, state, chat=False)
             controller = _ready(state)
             if isinstance(prompt, str):
-                prompt_ids = state.tokenizer.encode(prompt, add_special_tokens=False)
+                _check_chars(state, len(prompt), "prompt")
+                prompt_ids = await _off_loop(lambda: state.tokenizer.encode(prompt, add_special_tokens=False))
             elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
                                                              for t in prompt):
                 vocab = len(state.tokenizer)

@@ -51,6 +51,7 @@ CHARS_PER_TOKEN = 32
 # around them (5 MiB at 32768 tokens). Checked on Content-Length before reading, and while reading a chunked body.
 BYTES_PER_CHAR = 4
 BODY_OVERHEAD_BYTES = 1 << 20
+DRAIN_FACTOR = 4  # an oversized body is read and dropped up to this many times the cap before the 413
 DEFAULT_BODY_TIMEOUT = 30.0  # seconds to receive the whole body once the headers are in
 # Template rendering and tokenization: two worker threads (they release the event loop; the Rust tokenizer also
 # releases the GIL). Parsing and validation use anyio's default pool.
@@ -242,13 +243,16 @@ def _message_text(i: int, msg: Any) -> tuple[str, str]:
 
 
 async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
-    """The whole body, or a 413 past `limit` bytes (by Content-Length before reading anything) or a 408 when it
-    has not all arrived `timeout` seconds after the headers (a client that sends headers and stalls)."""
+    """The whole body, or a 413 past `limit` bytes, or a 408 when it has not all arrived `timeout` seconds after
+    the headers (a client that sends headers and stalls). An oversized body is read and dropped (nothing is kept
+    or parsed) up to DRAIN_FACTOR x limit, so that the client, still sending, reads the 413 instead of a reset
+    connection; a body declared larger than that is answered at once (and the connection closed)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-        raise ApiError(413, f"request body of {int(declared)} bytes is over this server's limit of {limit} bytes "
-                       f"(max_model_len x {CHARS_PER_TOKEN} characters x {BYTES_PER_CHAR} bytes + 1 MiB)", None,
-                       "body_too_large")
+    declared_n = int(declared) if declared is not None and declared.strip().isdigit() else None
+    too_large = ApiError(413, f"request body is over this server's limit of {limit} bytes (max_model_len x "
+                         f"{CHARS_PER_TOKEN} characters x {BYTES_PER_CHAR} bytes + 1 MiB)", None, "body_too_large")
+    if declared_n is not None and declared_n > DRAIN_FACTOR * limit:
+        raise too_large
     chunks: list[bytes] = []
     size = 0
 
@@ -256,18 +260,22 @@ async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
         nonlocal size
         async for chunk in request.stream():
             size += len(chunk)
-            if size > limit:
-                raise ApiError(413, f"request body is over this server's limit of {limit} bytes", None,
-                               "body_too_large")
-            chunks.append(chunk)
+            if size > DRAIN_FACTOR * limit:
+                break
+            if size <= limit and (declared_n is None or declared_n <= limit):
+                chunks.append(chunk)
 
     try:
         await asyncio.wait_for(receive_all(), timeout)
     except asyncio.TimeoutError:
+        if size > limit or (declared_n is not None and declared_n > limit):
+            raise too_large from None
         raise ApiError(408, f"the request body did not arrive within {timeout:g} s ({size} bytes received)", None,
                        "request_timeout") from None
     except ClientDisconnect:
         raise ApiError(400, "the client disconnected while sending the body", None, "client_disconnected") from None
+    if size > limit:
+        raise too_large
     return b"".join(chunks)
 
 

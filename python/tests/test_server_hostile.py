@@ -120,10 +120,14 @@ def test_client_chat_template_is_refused_and_health_keeps_answering(server: Serv
 
 
 def test_eight_megabyte_prompt_is_refused_quickly_and_health_keeps_answering(server: ServerProcess) -> None:
-    body = json.dumps(chat("word " * ((8 << 20) // 5))).encode()
-    assert len(body) > 8_000_000
+    # 7.5 MB (the probe: under the old fixed 8 MiB cap, so it was tokenized on the event loop) and 8 MB.
+    bodies = [json.dumps(chat("word " * (n // 5))).encode() for n in (7_500_000, 8 << 20)]
+    assert [len(b) // 100_000 for b in bodies] == [75, 83]
+    sent = []
 
     def hostile():
+        body = bodies[len(sent) % 2]
+        sent.append(len(body))
         t0 = time.perf_counter()
         status, raw = http(server.url + "/v1/chat/completions", body)
         return status, error_of(raw), time.perf_counter() - t0
@@ -131,7 +135,8 @@ def test_eight_megabyte_prompt_is_refused_quickly_and_health_keeps_answering(ser
     latencies, results = health_latency_during(server, hostile)
     for status, err, took in results:
         assert (status, err["code"]) == (413, "body_too_large") and took < 2.0
-    print(f"/health during 8 MB prompts: n={len(latencies)} p99={p99(latencies) * 1000:.1f} ms "
+    assert len(results) >= 4
+    print(f"/health during 7.5 and 8 MB prompts: n={len(latencies)} p99={p99(latencies) * 1000:.1f} ms "
           f"max={max(latencies) * 1000:.1f} ms; {len(results)} refused, slowest {max(r[2] for r in results):.3f} s")
     assert len(latencies) >= 50 and p99(latencies) < 0.050
 
@@ -161,7 +166,7 @@ def test_large_prompt_under_the_bounds_is_tokenized_off_the_event_loop(server: S
         assert (status, err["code"]) == (400, "context_length_exceeded") and "tokens" in err["message"]
     print(f"/health during 300 k-character prompts (tokenized): n={len(latencies)} p99={p99(latencies) * 1000:.1f} ms "
           f"max={max(latencies) * 1000:.1f} ms; {len(results)} requests")
-    assert len(latencies) >= 50 and max(latencies) < 1.0  # the 50 ms target holds on a quiet machine; printed
+    assert len(latencies) >= 50 and p99(latencies) < 0.050
 
 
 def test_deeply_nested_json_is_a_400(server: ServerProcess) -> None:

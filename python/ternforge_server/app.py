@@ -53,9 +53,9 @@ BYTES_PER_CHAR = 4
 BODY_OVERHEAD_BYTES = 1 << 20
 DRAIN_FACTOR = 4  # an oversized body is read and dropped up to this many times the cap before the 413
 DEFAULT_BODY_TIMEOUT = 30.0  # seconds to receive the whole body once the headers are in
-# Template rendering and tokenization: two worker threads (they release the event loop; the Rust tokenizer also
-# releases the GIL). Parsing and validation use anyio's default pool.
-_WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="ternforge-tokenize")
+# Validation, template rendering and tokenization run on four worker threads, never on the event loop (Python
+# code there yields the GIL every few ms; the Rust tokenizer releases it). JSON parsing uses the loop's default pool.
+_WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="ternforge-tokenize")
 
 
 def request_bounds(max_model_len: int) -> dict:
@@ -386,6 +386,46 @@ def _check_len(state: ServerState, n_prompt: int, max_tokens: int) -> None:
                        f"length {state.max_model_len}", "messages", "context_length_exceeded")
 
 
+def _prepare_chat(body: dict, state: ServerState) -> tuple:
+    """Validation, template rendering and tokenization of a chat request (run in a worker thread)."""
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise ApiError(400, "'messages' must be a non-empty list", "messages", "invalid_value")
+    messages = [dict(zip(("role", "content"), _message_text(i, m))) for i, m in enumerate(msgs)]
+    opts = _common(body, state)
+    ctk = _template_kwargs(body)
+    _check_chars(state, sum(len(m["content"]) for m in messages), "messages")
+    controller = _ready(state)
+    prompt_text, prompt_ids = _render_and_tokenize(state.tokenizer, messages, ctk)
+    max_tokens = opts["max_tokens"] or min(state.default_max_tokens, state.max_model_len - len(prompt_ids))
+    _check_len(state, len(prompt_ids), max(1, max_tokens))
+    user_text = "\n".join(m["content"] for m in messages if m["role"] == "user")
+    return controller, opts, prompt_ids, max_tokens, controller.thinking_open(prompt_text), prompt_kind(user_text)
+
+
+def _prepare_completion(body: dict, state: ServerState) -> tuple:
+    """Validation and tokenization of a completions request (run in a worker thread)."""
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    opts = _common(body, state, chat=False)
+    controller = _ready(state)
+    if isinstance(prompt, str):
+        _check_chars(state, len(prompt), "prompt")
+        prompt_ids = state.tokenizer.encode(prompt, add_special_tokens=False)
+    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        vocab = len(state.tokenizer)
+        if any(t < 0 or t >= vocab for t in prompt):
+            raise ApiError(400, f"prompt token ids must be in [0, {vocab})", "prompt", "invalid_value")
+        prompt_ids = list(prompt)
+    else:
+        raise ApiError(400, "'prompt' must be a non-empty string, a list of one string, or token ids",
+                       "prompt", "invalid_type")
+    max_tokens = opts["max_tokens"] or 16
+    _check_len(state, len(prompt_ids), max_tokens)
+    return controller, opts, prompt_ids, max_tokens
+
+
 # ------------------------------------------------------------------------------------------ handlers
 
 
@@ -403,21 +443,9 @@ def build_app(state: ServerState) -> Starlette:
         arrived = time.monotonic()
         try:
             body = await _json_body(request, state)
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs:
-                raise ApiError(400, "'messages' must be a non-empty list", "messages", "invalid_value")
-            messages = [dict(zip(("role", "content"), _message_text(i, m))) for i, m in enumerate(msgs)]
-            opts = _common(body, state)
-            ctk = _template_kwargs(body)
-            _check_chars(state, sum(len(m["content"]) for m in messages), "messages")
-            controller = _ready(state)
-            prompt_text, prompt_ids = await _off_loop(_render_and_tokenize, state.tokenizer, messages, ctk)
-            max_tokens = opts["max_tokens"] or min(state.default_max_tokens, state.max_model_len - len(prompt_ids))
-            _check_len(state, len(prompt_ids), max(1, max_tokens))
-            user_text = "\n".join(m["content"] for m in messages if m["role"] == "user")
-            run = controller.run(prompt_ids, max_tokens=max_tokens, thinking=controller.thinking_open(prompt_text),
-                                 kind=prompt_kind(user_text), stop=opts["stop"], sampling=opts["sampling"],
-                                 arrived=arrived, budget=opts["reasoning_budget"])
+            controller, opts, prompt_ids, max_tokens, thinking, kind = await _off_loop(_prepare_chat, body, state)
+            run = controller.run(prompt_ids, max_tokens=max_tokens, thinking=thinking, kind=kind, stop=opts["stop"],
+                                 sampling=opts["sampling"], arrived=arrived, budget=opts["reasoning_budget"])
             rid = "chatcmpl-" + uuid.uuid4().hex
             if opts["stream"]:
                 first = await _first_or_error(run)
@@ -434,25 +462,7 @@ def build_app(state: ServerState) -> Starlette:
         arrived = time.monotonic()
         try:
             body = await _json_body(request, state)
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-                prompt = prompt[0]
-            opts = _common(body, state, chat=False)
-            controller = _ready(state)
-            if isinstance(prompt, str):
-                _check_chars(state, len(prompt), "prompt")
-                prompt_ids = await _off_loop(lambda: state.tokenizer.encode(prompt, add_special_tokens=False))
-            elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
-                                                             for t in prompt):
-                vocab = len(state.tokenizer)
-                if any(t < 0 or t >= vocab for t in prompt):
-                    raise ApiError(400, f"prompt token ids must be in [0, {vocab})", "prompt", "invalid_value")
-                prompt_ids = list(prompt)
-            else:
-                raise ApiError(400, "'prompt' must be a non-empty string, a list of one string, or token ids",
-                               "prompt", "invalid_type")
-            max_tokens = opts["max_tokens"] or 16
-            _check_len(state, len(prompt_ids), max_tokens)
+            controller, opts, prompt_ids, max_tokens = await _off_loop(_prepare_completion, body, state)
             run = controller.run(prompt_ids, max_tokens=max_tokens, thinking=False, stop=opts["stop"],
                                  sampling=opts["sampling"], arrived=arrived)
             rid = "cmpl-" + uuid.uuid4().hex

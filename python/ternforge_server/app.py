@@ -280,7 +280,7 @@ async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
 
 
 def _lone_surrogate_path(body: Any) -> str | None:
-    """The JSON path of the first string (key or value) holding a lone surrogate, e.g. from a "\\ud800" escape:
+    """The JSON path of a string (key or value) holding a lone surrogate, e.g. from a "\\ud800" escape:
     not Unicode text, so no tokenizer can take it. Iterative (nesting depth is already bounded by the parser)."""
     stack: list[tuple[str, Any]] = [("", body)]
     while stack:

@@ -27,7 +27,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .events import emit, log
+from .events import emit, log, progress
+
+
+LOGIT_CHUNK = 1024
+"""Positions whose logits exist at once: the full [batch, seq, vocab] logits of the 4B (4 x 2048 x 248,320
+fp32, 8 GB a copy, several copies) never do; a chunk is 1 GB."""
 
 
 def _logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
@@ -35,24 +40,42 @@ def _logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     return (out.logits if hasattr(out, "logits") else out[0]).float()
 
 
+def _hidden_and_head(model: torch.nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, torch.nn.Module]:
+    """The base model's normed final hidden states [batch, seq, hidden] and the head that maps them to logits."""
+    out = model.model(input_ids=ids, use_cache=False)
+    return out.last_hidden_state, model.get_output_embeddings()
+
+
 @torch.no_grad()
 def compare(reference: torch.nn.Module, candidate: torch.nn.Module | None, seqs: torch.Tensor,
-            batch_size: int, device: str = "cpu") -> dict[str, float]:
-    """Perplexities, top-1 agreement and KL(reference || candidate) on [n, seq_len] sequences."""
+            batch_size: int, device: str = "cpu", chunk: int = LOGIT_CHUNK) -> dict[str, float]:
+    """Perplexities, top-1 agreement and KL(reference || candidate) on [n, seq_len] sequences. The heads run
+    over `chunk` positions at a time, so full logits never exist; a progress event follows each batch."""
     nll_ref = nll_cand = kl = 0.0
     agree = positions = 0
-    for i in range(0, seqs.shape[0], batch_size):
+    n = seqs.shape[0]
+    for i in range(0, n, batch_size):
         ids = seqs[i:i + batch_size].to(device)
         target = ids[:, 1:].reshape(-1)
-        lr = _logits(reference, ids)[:, :-1]
-        lr = lr.reshape(-1, lr.shape[-1])
-        nll_ref += float(F.cross_entropy(lr, target, reduction="sum"))
-        positions += target.numel()
+        h_r, head_r = _hidden_and_head(reference, ids)
+        h_r = h_r[:, :-1].reshape(-1, h_r.shape[-1])
+        h_c = head_c = None
         if candidate is not None:
-            lc = _logits(candidate, ids)[:, :-1].reshape(-1, lr.shape[-1])
-            nll_cand += float(F.cross_entropy(lc, target, reduction="sum"))
-            agree += int((lr.argmax(-1) == lc.argmax(-1)).sum())
-            kl += float(F.kl_div(F.log_softmax(lc, -1), F.log_softmax(lr, -1), log_target=True, reduction="sum"))
+            h_c, head_c = _hidden_and_head(candidate, ids)
+            h_c = h_c[:, :-1].reshape(-1, h_c.shape[-1])
+        for j in range(0, target.numel(), chunk):
+            t = target[j:j + chunk]
+            lr = head_r(h_r[j:j + chunk]).float()
+            nll_ref += float(F.cross_entropy(lr, t, reduction="sum"))
+            if candidate is not None:
+                lc = head_c(h_c[j:j + chunk]).float()
+                nll_cand += float(F.cross_entropy(lc, t, reduction="sum"))
+                agree += int((lr.argmax(-1) == lc.argmax(-1)).sum())
+                kl += float(F.kl_div(F.log_softmax(lc, -1), F.log_softmax(lr, -1), log_target=True, reduction="sum"))
+                del lc
+            del lr
+        positions += target.numel()
+        progress(min(i + batch_size, n), n, "quality: held-out sequences")
     res = {"positions": positions, "ppl_reference": math.exp(nll_ref / positions)}
     if candidate is not None:
         res.update({"ppl": math.exp(nll_cand / positions), "top1_agreement": agree / positions,

@@ -497,13 +497,18 @@ def quantize_model(config: dict) -> dict:
 
     def on_step(rec: dict) -> None:
         emit("loss", **rec)
+        emit("progress", done=rec["step"], total=rec["total"],
+             what=f"gptq+kd: distillation step, loss {rec['loss']:.4g}, about {rec['seconds_left']:.0f} s left")
+
+    def on_progress(done: int, total: int, what: str) -> None:
+        emit("progress", done=done, total=total, what=what)
 
     runners = {
         "none": lambda: run_none(prep),
         "twn": lambda: run_twn(prep, config),
         "gptq": lambda: run_gptq(prep, config, on_layer),
         "gptq+kd": lambda: run_gptq_kd(prep, {**config, "model_dir": str(model_dir), "calib_dir": str(calib_dir)},
-                                       config.get("work_dir"), on_layer, on_step),
+                                       config.get("work_dir"), on_layer, on_step, on_progress),
     }
     ternary, report = runners[method]()
     export_interchange(model_dir, out_dir, ternary, method, str(origin.get("base_model", model_dir.name)),

@@ -33,7 +33,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -41,31 +41,11 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .capture import TernaryTensor
 from .chatdata import eos_ids
+from .config import KDConfig, Paths, QuantizeConfig
+from .interchange import TernaryTensor
 
 U_MAX = 1.5
-
-
-@dataclass(frozen=True)
-class KDConfig:
-    steps: int = 100
-    lr: float = 5e-3  # latent codes U (dimensionless: a code flips after moving ~0.5)
-    scale_lr: float = 5e-4  # scales, relative to their magnitude through Adam's normalisation
-    weight_decay: float = 0.0
-    temperature: float = 1.0
-    hidden_mse: float = 0.0  # weight of the hidden-state term; 0 disables it
-    batch_size: int = 4
-    checkpoint_every: int = 50
-    seed: int = 0
-    grad_clip: float = 1.0
-    schedule: str = "constant"  # or "cosine"
-    warmup: int = 0
-    logit_chunk: int = 0  # > 0: the head and the KL run over this many positions at a time (chunked_kd_loss)
-    stop_weight: float = 0.0  # a position's KL counts 1 + stop_weight * p_teacher(end of turn) times
-    micro_batch: int = 0  # rows per forward/backward, gradients accumulated over batch_size / micro_batch; 0: batch_size
-    grad_checkpointing: bool = True  # recompute each decoder layer in the backward pass (keep only its input)
-    latent_dtype: str = "float32"  # or "bfloat16": U, its gradient and its Adam moments at half the bytes
 
 
 LATENT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -274,7 +254,7 @@ def layer_checkpointing(model: nn.Module, enabled: bool = True) -> Iterator[None
     if not enabled:
         yield
         return
-    from .capture import decoder_layers
+    from .model import decoder_layers
 
     _, layers = decoder_layers(model)
     originals = []
@@ -380,37 +360,36 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     return history
 
 
-def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Path, k: dict, eos: int,
-                 default_seq_len: int, device: str = "cpu", seed: int = 0,
-                 on_progress: Callable[[int, int, str], None] | None = None) -> tuple[torch.Tensor, dict]:
-    """The distillation windows: `sequences` windows of calibration text (all when absent) and windows over
-    teacher-written chat transcripts (chatdata.py) of `chat_max_new` tokens at most per answer: `chat_prompts`
-    requests about calibration snippets and `chat_self_prompts` requests the teacher writes itself (sampled
-    with `seed`). Returns [n, seq_len] ids and what went into them. `on_progress(done, total, what)` follows
-    each batch of self-written requests and of answers."""
+def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Path, k: KDConfig, eos: int,
+                 device: str = "cpu", on_progress: Callable[[int, int, str], None] | None = None
+                 ) -> tuple[torch.Tensor, dict]:
+    """The distillation windows of k.seq_len tokens: k.sequences windows of calibration text (all when None)
+    and windows over teacher-written chat transcripts (chatdata.py) of k.chat_max_new tokens at most per
+    answer: k.chat_prompts requests about calibration snippets and k.chat_self_prompts requests the teacher
+    writes itself (sampled with k.seed). Returns [n, seq_len] ids and what went into them.
+    `on_progress(done, total, what)` follows each batch of self-written requests and of answers."""
     from ..calib.tokens import load_role, sequences
     from .chatdata import answer, load_tokenizer, self_requests, snippet_requests, windows
 
-    seq_len = int(k.get("seq_len", default_seq_len))
     docs = load_role(calib_dir, "calibration")
-    text = sequences(docs, seq_len, k.get("sequences"), eos)
-    info: dict = {"text_windows": int(text.shape[0]), "seq_len": seq_len}
-    n_snip, n_self = int(k.get("chat_prompts", 0)), int(k.get("chat_self_prompts", 0))
-    if n_snip + n_self <= 0:
+    text = sequences(docs, k.seq_len, k.sequences, eos)
+    info: dict = {"text_windows": int(text.shape[0]), "seq_len": k.seq_len}
+    if k.chat_prompts + k.chat_self_prompts <= 0:
         return text, info
     tok = load_tokenizer(model_dir)
-    requests = snippet_requests(docs, tok, n_snip) if n_snip else []
+
     def report(what: str) -> Callable[[int, int], None] | None:
         return None if on_progress is None else (lambda done, total: on_progress(done, total, what))
 
-    written = self_requests(teacher, tok, n_self, seed, device=device,
-                            on_progress=report("kd: teacher-written requests")) if n_self else []
-    transcripts, stopped = answer(teacher, tok, requests + written, int(k.get("chat_max_new", 128)), device=device,
+    requests = snippet_requests(docs, tok, k.chat_prompts) if k.chat_prompts else []
+    written = self_requests(teacher, tok, k.chat_self_prompts, k.seed, device=device,
+                            on_progress=report("kd: teacher-written requests")) if k.chat_self_prompts else []
+    transcripts, stopped = answer(teacher, tok, requests + written, k.chat_max_new, device=device,
                                   on_progress=report("kd: teacher transcripts (answers)"))
-    chat = windows(transcripts, seq_len)
+    chat = windows(transcripts, k.seq_len)
     info.update({"chat_transcripts": len(transcripts), "chat_windows": int(chat.shape[0]),
                  "chat_tokens": sum(len(t) for t in transcripts), "chat_stopped": stopped})
-    if n_self:
+    if k.chat_self_prompts:
         info.update({"chat_self_written": len(written), "chat_self_examples": written[:12]})
     return torch.cat([text, chat]), info
 
@@ -431,35 +410,31 @@ class StepProgress:
         self.sink({**rec, "total": self.total, "seconds_left": round(per_step * (self.total - rec["step"]), 1)})
 
 
-def run_gptq_kd(prep, params: dict, work_dir: str | Path | None,
+def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
                 on_layer: Callable[[int, int], None] | None = None,
                 on_step: Callable[[dict], None] | None = None,
                 on_progress: Callable[[int, int, str], None] | None = None) -> tuple[dict[str, TernaryTensor], dict]:
-    """GPTQ initialisation (capture.run_gptq), then distillation from a fresh full-precision teacher.
-    `on_step` gets each step's record plus `total` and `seconds_left`; `on_progress(done, total, what)`
-    follows the teacher's transcripts."""
-    from .capture import _dtype, load_float_model, run_gptq
+    """GPTQ initialisation (gptq.run_gptq), then distillation from a fresh full-precision teacher; returns the
+    codes by source name and the report's figures. `on_step` gets each step's record plus `total` and
+    `seconds_left`; `on_progress(done, total, what)` follows the teacher's transcripts."""
+    from .calibration import eos_of
+    from .gptq import run_gptq
+    from .model import DTYPES, load_float_model
 
-    k = params.get("kd", {})
-    cfg = KDConfig(**{f: k[f] for f in KDConfig.__dataclass_fields__ if f in k})
-    cfg = KDConfig(**{**asdict(cfg), "seed": int(params.get("seed", cfg.seed))})
-    check_config(cfg)
-    init, report = run_gptq(prep, params, on_layer)
-    teacher = load_float_model(params["model_dir"], _dtype(params.get("dtype", "float32")), params.get("device", "cpu"))
+    k = cfg.kd
+    check_config(k)
+    init, report = run_gptq(prep, cfg, on_layer)
+    teacher = load_float_model(paths.model_dir, DTYPES[cfg.dtype], cfg.device)
     for p in teacher.parameters():
         p.requires_grad_(False)
     s2m = {s: m for m, s in prep.m2s.items()}
-    student = make_student(prep.model, {s2m[s]: tt for s, tt in init.items()}, cfg.latent_dtype)
-    eos = prep.model.config.eos_token_id
-    eos = int(eos[0] if isinstance(eos, list) else (eos if eos is not None else 0))
-    cal = params.get("calibration", {})
-    seqs, data = kd_sequences(teacher, params["model_dir"], params["calib_dir"], k, eos, int(cal.get("seq_len", 256)),
-                              params.get("device", "cpu"), cfg.seed, on_progress)
-    history = distill(teacher, prep.model, student, seqs, cfg, work_dir,
-                      StepProgress(cfg.steps, on_step) if on_step is not None else None)
+    student = make_student(prep.model, {s2m[s]: tt for s, tt in init.items()}, k.latent_dtype)
+    seqs, data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress)
+    history = distill(teacher, prep.model, student, seqs, k, paths.work_dir,
+                      StepProgress(k.steps, on_step) if on_step is not None else None)
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
     first = history[0]["kl"] if history else None
     last = sum(r["kl"] for r in history[-10:]) / len(history[-10:]) if history else None
-    report = {**report, "method": "gptq+kd", "kd": {**asdict(cfg), "first_kl": first, "last10_kl": last,
-                                                    "steps_done": len(history), "data": data}}
+    report = {**report, "kd": {**asdict(k), "first_kl": first, "last10_kl": last, "steps_done": len(history),
+                               "data": data}}
     return out, report

@@ -71,7 +71,8 @@ def run(p: Probe) -> dict[str, Any]:
     from transformers import Qwen3_5ForCausalLM
 
     from . import absmean
-    from .capture import TernaryTensor, decoder_layers
+    from .interchange import TernaryTensor
+    from .model import decoder_layers
     from .distill import KDConfig, distill, make_student
 
     torch.manual_seed(0)

@@ -12,23 +12,22 @@ from ternforge.quant.memprobe import Probe, measure  # noqa: E402
 
 LIN, FULL = "linear_attention", "full_attention"
 RUNS = [
-    {"vocab": 248320, "hidden": 2560, "positions": 1024, "chunk": 256},
-    {"vocab": 248320, "hidden": 2560, "positions": 1024, "chunk": 512},
     Probe(layers=(LIN,), seq_len=2048, checkpointing=False),
     Probe(layers=(LIN,), seq_len=2048, checkpointing=True),
     Probe(layers=(FULL,), seq_len=2048, checkpointing=False),
     Probe(layers=(FULL,), seq_len=2048, checkpointing=True),
     Probe(layers=(LIN,), seq_len=1024, checkpointing=False),
     Probe(layers=(LIN,), seq_len=1024, checkpointing=True),
-    Probe(layers=(LIN, FULL), seq_len=2048, checkpointing=False),
     Probe(layers=(LIN, FULL), seq_len=2048, checkpointing=True),
-    Probe(layers=(LIN, FULL), seq_len=2048, batch=2, micro_batch=1, checkpointing=True),
-    Probe(layers=(LIN, FULL), seq_len=2048, checkpointing=True, latent_dtype="bfloat16"),
+    Probe(layers=(LIN,), seq_len=2048, batch=2, micro_batch=1, checkpointing=True),
+    Probe(layers=(LIN,), seq_len=2048, checkpointing=True, latent_dtype="bfloat16"),
+    {"vocab": 248320, "hidden": 2560, "positions": 1024, "chunk": 256},
+    {"vocab": 248320, "hidden": 2560, "positions": 1024, "chunk": 512},
 ]
 
 out = Path(__file__).resolve().parent / "results" / "kd-memory.jsonl"
 with out.open("a") as f:
-    for r in RUNS:
+    for r in RUNS[int(sys.argv[1]) if len(sys.argv) > 1 else 0:]:
         res = measure(r)
         f.write(json.dumps(res, sort_keys=True) + "\n")
         f.flush()

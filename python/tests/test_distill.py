@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from ternforge.quant import twn
-from ternforge.quant.capture import TernaryTensor, load_float_model, module_to_source, source_tensor_names
+from ternforge.quant.interchange import TernaryTensor
+from ternforge.quant.model import load_float_model, module_to_source, source_tensor_names
 from ternforge.quant.distill import KDConfig, distill, kd_loss, make_student
 
 

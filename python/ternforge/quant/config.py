@@ -122,6 +122,7 @@ SECTIONS = {"calibration": CalibrationConfig, "allocation": AllocationConfig, "g
 ENUMS = {("", "method"): METHOD_NAMES, ("", "dtype"): DTYPES, ("gptq", "scale_search"): SEARCHES,
          ("twn", "search"): SEARCHES, ("kd", "schedule"): SCHEDULES, ("kd", "latent_dtype"): LATENT_DTYPE_NAMES}
 MINIMUM = {("", "group_size"): 4, ("", "max_file_bytes"): 1024, ("", "seed"): 0, ("kd", "checkpoint_every"): 1,
+           ("kd", "batch_size"): 1,
            ("kd", "chat_max_new"): 1, ("kd", "stop_weight"): 0}
 
 

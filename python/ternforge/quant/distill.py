@@ -315,7 +315,10 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     opt = torch.optim.AdamW(
         [{"params": [tl.U for tl in student.values()], "lr": cfg.lr},
          {"params": [tl.scale for tl in student.values()], "lr": cfg.scale_lr}],
-        weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+        weight_decay=cfg.weight_decay, betas=(0.9, 0.95),
+        # On a GPU the fused kernel: PyTorch's default there (foreach) makes temporaries the size of every
+        # trained tensor at once (14 GB for the 4B's fp32 latents). The CPU keeps its per-tensor loop.
+        **({"fused": True} if next(iter(student.values())).U.is_cuda else {}))
     digest = _digest(cfg, seqs, student)
     work = Path(work_dir) if work_dir is not None else None
     step, history = _load(work, digest, student, opt) if work is not None else (0, [])

@@ -131,7 +131,7 @@ def tiny_calib(tiny_fetch_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     return out
 
 
-KEPT = "model.language_model.layers.0.mlp.down_proj.weight"
+KEPT = "model.language_model.layers.3.self_attn.k_proj.weight"
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
@@ -142,7 +142,7 @@ def test_every_method_through_the_same_protocol(method: str, tiny_fetch_dir: Pat
     m = METHODS[method]
     assert m.name == method and isinstance(m.calibrated, bool) and callable(m.run)
     out = tmp_path / "q"
-    res = run.main({"method": method, "group_size": 32, "seed": 0, "keep_float": [r"layers\.0\.mlp\.down_proj"],
+    res = run.main({"method": method, "group_size": 32, "seed": 0, "keep_float": [r"layers\.3\.self_attn\.k_proj"],
                     "max_file_bytes": 600_000, "calibration": {"seq_len": 64, "sequences": 8, "batch_size": 4},
                     "kd": {"steps": 2, "batch_size": 4, "micro_batch": 2, "checkpoint_every": 1},
                     "model_dir": str(tiny_fetch_dir / "model"), "calib_dir": str(tiny_calib),

@@ -71,7 +71,10 @@ if "linear_on" in out and "lin_full_on_2048" in out and "full_on_2048" in out:
 if "linear_off" in out and "full_off" in out:
     lin, full = out["linear_off"], out["full_off"]
     one_layer = lambda T: max(lin["per_token_bytes"] * T + lin["fixed_bytes"], full["per_token_bytes"] * T + full["fixed_bytes"])
-    kept = per_token_kept if per_token_kept is not None else 2_560 * 2 * 2
+    # Each layer's kept input is a bf16 hidden state (5 KiB per token). The two-layer run adds no measurable
+    # peak (the peak comes while the bottom layer is recomputed, after the upper layers' inputs are freed),
+    # so the table counts twice the hidden state per layer and token as a bound.
+    kept = 2_560 * 2 * 2
     head = 6.0e6 * 1024  # chunked head and KL: ~6 MB per position of a 1024-position chunk (kd-memory-head.jsonl)
     table = {}
     for latent, b in (("float32", 4), ("bfloat16", 2)):

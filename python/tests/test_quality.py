@@ -95,3 +95,23 @@ def test_quantize_model_writes_the_interchange_and_its_report(tiny_fetch_dir: Pa
     assert all(t["group_size"] == 32 for n, t in index["tensors"].items() if n in ternary)
     assert report["allocation"]["ternary_fraction"] > 0.95
     assert not any("in_proj_a" in n or "in_proj_b" in n or "embed_tokens" in n for n in ternary)
+
+
+def test_compare_in_chunks_equals_whole_logits(tiny_fetch_dir: Path) -> None:
+    """The quality pass's chunked heads give the figures of whole logits (up to float summation order)."""
+    import torch
+
+    from ternforge.quant.model import load_float_model
+
+    ref = load_float_model(tiny_fetch_dir / "model")
+    cand = load_float_model(tiny_fetch_dir / "model")
+    with torch.no_grad():
+        for p in cand.parameters():
+            p.mul_(0.9)
+    seqs = torch.randint(0, int(ref.config.vocab_size), (3, 40), generator=torch.Generator().manual_seed(0))
+    whole = quality.compare(ref, cand, seqs, batch_size=2, chunk=10**6)
+    chunked = quality.compare(ref, cand, seqs, batch_size=2, chunk=7)
+    assert whole["positions"] == chunked["positions"] == 3 * 39
+    for k in ("ppl_reference", "ppl", "kl", "ppl_ratio"):
+        assert chunked[k] == pytest.approx(whole[k], rel=1e-5), k
+    assert chunked["top1_agreement"] == whole["top1_agreement"] and 0 < whole["kl"]

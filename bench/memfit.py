@@ -50,7 +50,7 @@ if mb:
 bf = pick(L, 2048, True, latent="bfloat16")
 if bf:
     out["lin_on_bf16_latents"] = bf["step_peak_bytes"]
-print(json.dumps(out, indent=1))
+pass  # printed at the end
 
 # --- Qwen3.5-4B at the profile's settings (quant/PLAN.md section 3) ---------------------------------------
 GB = 1e9
@@ -70,7 +70,16 @@ if "linear_on" in out and "lin_full_on_2048" in out and "full_on_2048" in out:
     out["kept_per_token_per_layer_bytes"] = per_token_kept
 if "linear_off" in out and "full_off" in out:
     lin, full = out["linear_off"], out["full_off"]
-    one_layer = lambda T: max(lin["per_token_bytes"] * T + lin["fixed_bytes"], full["per_token_bytes"] * T + full["fixed_bytes"])
+    lin_g, full_g = dict(lin), dict(full)
+    # A single-micro-batch run peaks before the layer's gradient is whole (zero_grad freed it, backward
+    # regrows it); with micro-batches (the profile's) the gradient is already whole when the next peak
+    # comes: count one layer's gradient of U on top (measured: batch 2 in micro-batches of 1 vs batch 1).
+    if mb:
+        out["micro_batch_extra_bytes"] = mb["step_peak_bytes"] - pick(L, 2048, True)["step_peak_bytes"]
+    lin_g["fixed_bytes"] += 4 * lo2["latent_params"]
+    full_g["fixed_bytes"] += 4 * pick(F, 2048, False)["latent_params"]
+    one_layer = lambda T: max(lin_g["per_token_bytes"] * T + lin_g["fixed_bytes"],
+                              full_g["per_token_bytes"] * T + full_g["fixed_bytes"])
     # Each layer's kept input is a bf16 hidden state (5 KiB per token). The two-layer run adds no measurable
     # peak (the peak comes while the bottom layer is recomputed, after the upper layers' inputs are freed),
     # so the table counts twice the hidden state per layer and token as a bound.
@@ -88,3 +97,4 @@ if "linear_off" in out and "full_off" in out:
         table[latent] = {"fixed_GB": f / GB, "by_micro_batch_rows": rows_m}
     out["qwen3.5-4b"] = {"codes": codes, "fixed_parts_GB": {k: v / GB for k, v in fixed.items()}, "table": table}
     print(json.dumps(out["qwen3.5-4b"], indent=1))
+print(json.dumps(out, indent=1))

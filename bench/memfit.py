@@ -84,7 +84,7 @@ if "linear_off" in out and "full_off" in out:
     # peak (the peak comes while the bottom layer is recomputed, after the upper layers' inputs are freed),
     # so the table counts twice the hidden state per layer and token as a bound.
     kept = 2_560 * 2 * 2
-    head = 6.0e6 * 1024  # chunked head and KL: ~6 MB per position of a 1024-position chunk (kd-memory-head.jsonl)
+    head = 6.0e6 * 1024  # chunked head and KL: ~6 MB per position of a 1024-position chunk
     table = {}
     for latent, b in (("float32", 4), ("bfloat16", 2)):
         f = sum(fixed.values()) + codes * b * 4  # U, its gradient, 2 Adam moments

@@ -24,7 +24,7 @@ export const stage = defineStage<QualityParams>({
     'python/ternforge/events.py',
     'python/ternforge/quality.py',
     'python/ternforge/calib/tokens.py',
-    'python/ternforge/quant/capture.py',
+    'python/ternforge/quant/model.py',
     'python/ternforge_server/loader.py',
     'python/ternforge_server/packing.py',
   ],

@@ -7,10 +7,13 @@ import { failureEvent } from './fetch-model.ts';
 /**
  * quantize: the fetched checkpoint to the quantize -> pack interchange (DESIGN.md section 2):
  *   <out>/index.json, <out>/interchange-0000K-of-0000N.safetensors, <out>/quantize_report.json
- * The work is the Python worker command `quantize` (python/ternforge/quant/): `absmean` per tensor, or a
- * model-level method (`none`, `twn`, `gptq`, `gptq+kd`: float budget plan from calibration sensitivity,
- * sequential GPTQ, distillation) that reads fetch-calib's calibration tokens.
+ * The work is the Python worker command `quantize` (python/ternforge/quant/): every method (`absmean`,
+ * `none`, `twn`, `gptq`, `gptq+kd`) behind one protocol, one float-budget plan and one streaming writer;
+ * the calibrated ones (`twn`'s float budget, `gptq`, `gptq+kd`) read fetch-calib's calibration tokens.
  */
+/** What the evidence record holds for every method. */
+export const FIGURES = ['files', 'totals', 'ternary_fraction_incl_embedding', 'ternary_fraction'] as const;
+
 export const stage = defineStage<QuantizeParams>({
   name: 'quantize',
   summary: 'Quantize the checkpoint to ternary codes and scales (interchange format)',
@@ -43,6 +46,12 @@ export const stage = defineStage<QuantizeParams>({
     const failure = failureEvent(result.value);
     if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });
     const final = result.value.find((e) => e.event === 'result');
+    // Every method's result carries the same figures (python/ternforge/quant/run.py result_of); a result
+    // without them is a worker bug, not a build to record.
+    const missing = FIGURES.filter((k) => final?.[k] === undefined);
+    if (missing.length > 0) {
+      return err({ reason: 'stage-failed', stage: ctx.stage, detail: `the quantize worker's result lacks ${missing.join(', ')}`, facts: { missing } });
+    }
     return ok({
       summary: {
         method: ctx.params.method,
@@ -50,6 +59,7 @@ export const stage = defineStage<QuantizeParams>({
         files: final?.['files'],
         totals: final?.['totals'],
         ternary_fraction_incl_embedding: final?.['ternary_fraction_incl_embedding'],
+        ternary_fraction: final?.['ternary_fraction'],
       },
     });
   },

@@ -27,7 +27,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .events import emit, log
+from .events import emit, log, progress
+
+
+LOGIT_CHUNK = 1024
+"""Positions whose logits exist at once: the full [batch, seq, vocab] logits of the 4B (4 x 2048 x 248,320
+fp32, 8 GB a copy, several copies) never do; a chunk is 1 GB."""
 
 
 def _logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
@@ -35,24 +40,42 @@ def _logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     return (out.logits if hasattr(out, "logits") else out[0]).float()
 
 
+def _hidden_and_head(model: torch.nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, torch.nn.Module]:
+    """The base model's normed final hidden states [batch, seq, hidden] and the head that maps them to logits."""
+    out = model.model(input_ids=ids, use_cache=False)
+    return out.last_hidden_state, model.get_output_embeddings()
+
+
 @torch.no_grad()
 def compare(reference: torch.nn.Module, candidate: torch.nn.Module | None, seqs: torch.Tensor,
-            batch_size: int, device: str = "cpu") -> dict[str, float]:
-    """Perplexities, top-1 agreement and KL(reference || candidate) on [n, seq_len] sequences."""
+            batch_size: int, device: str = "cpu", chunk: int = LOGIT_CHUNK) -> dict[str, float]:
+    """Perplexities, top-1 agreement and KL(reference || candidate) on [n, seq_len] sequences. The heads run
+    over `chunk` positions at a time, so full logits never exist; a progress event follows each batch."""
     nll_ref = nll_cand = kl = 0.0
     agree = positions = 0
-    for i in range(0, seqs.shape[0], batch_size):
+    n = seqs.shape[0]
+    for i in range(0, n, batch_size):
         ids = seqs[i:i + batch_size].to(device)
         target = ids[:, 1:].reshape(-1)
-        lr = _logits(reference, ids)[:, :-1]
-        lr = lr.reshape(-1, lr.shape[-1])
-        nll_ref += float(F.cross_entropy(lr, target, reduction="sum"))
-        positions += target.numel()
+        h_r, head_r = _hidden_and_head(reference, ids)
+        h_r = h_r[:, :-1].reshape(-1, h_r.shape[-1])
+        h_c = head_c = None
         if candidate is not None:
-            lc = _logits(candidate, ids)[:, :-1].reshape(-1, lr.shape[-1])
-            nll_cand += float(F.cross_entropy(lc, target, reduction="sum"))
-            agree += int((lr.argmax(-1) == lc.argmax(-1)).sum())
-            kl += float(F.kl_div(F.log_softmax(lc, -1), F.log_softmax(lr, -1), log_target=True, reduction="sum"))
+            h_c, head_c = _hidden_and_head(candidate, ids)
+            h_c = h_c[:, :-1].reshape(-1, h_c.shape[-1])
+        for j in range(0, target.numel(), chunk):
+            t = target[j:j + chunk]
+            lr = head_r(h_r[j:j + chunk]).float()
+            nll_ref += float(F.cross_entropy(lr, t, reduction="sum"))
+            if candidate is not None:
+                lc = head_c(h_c[j:j + chunk]).float()
+                nll_cand += float(F.cross_entropy(lc, t, reduction="sum"))
+                agree += int((lr.argmax(-1) == lc.argmax(-1)).sum())
+                kl += float(F.kl_div(F.log_softmax(lc, -1), F.log_softmax(lr, -1), log_target=True, reduction="sum"))
+                del lc
+            del lr
+        positions += target.numel()
+        progress(min(i + batch_size, n), n, "quality: held-out sequences")
     res = {"positions": positions, "ppl_reference": math.exp(nll_ref / positions)}
     if candidate is not None:
         res.update({"ppl": math.exp(nll_cand / positions), "top1_agreement": agree / positions,
@@ -86,7 +109,7 @@ def tensor_errors(submission_dir: str | Path, model_dir: str | Path) -> dict[str
 
     from ternforge_server.packing import dequantize, unpack_2bit
 
-    from .quant.capture import source_tensor_names
+    from .quant.model import source_tensor_names
 
     submission_dir, model_dir = Path(submission_dir), Path(model_dir)
     manifest = json.loads((submission_dir / "quantization_manifest.json").read_text())
@@ -138,7 +161,7 @@ def measure(config: dict[str, Any]) -> dict[str, Any]:
     from ternforge_server.loader import load_model
 
     from .calib.tokens import load_role, read_manifest, sequences
-    from .quant.capture import load_float_model
+    from .quant.model import load_float_model
 
     t0 = time.time()
     device = config.get("device", "cpu")
@@ -181,45 +204,48 @@ def measure(config: dict[str, Any]) -> dict[str, Any]:
 
 def bench_quantize(config: dict[str, Any]) -> dict[str, Any]:
     """The data-free and GPTQ bench methods on one float model and one float plan, each written as an
-    interchange under `<work>/<method>/interchange`. GPTQ+KD is the pipeline's own quantize stage (the bench
-    runs it first), which starts from this same GPTQ computation."""
-    from .quant import absmean, capture
+    interchange under `<work>/<method>/interchange` by the quantize command's own writer. GPTQ+KD is the
+    pipeline's own quantize stage (the bench runs it first), which starts from this same GPTQ computation."""
+    import dataclasses
+
+    from .quant import absmean, twn
+    from .quant.calibration import prepare
+    from .quant.config import parse
+    from .quant.gptq import run_gptq
+    from .quant.interchange import TernaryTensor
+    from .quant.methods import Outcome
+    from .quant.run import write_outcome
 
     work, model_dir, calib_dir = Path(config["work"]), config["model_dir"], config["calib_dir"]
-    params = config["params"]
-    g = int(params["group_size"])
+    cfg, paths0 = parse({**config["params"], "model_dir": model_dir, "out_dir": str(work)})
+    g = cfg.group_size
     timings: dict[str, float] = {}
     t0 = time.time()
-    prep = capture.prepare(model_dir, calib_dir, params)
+    prep = prepare(model_dir, calib_dir, cfg)
     timings["prepare"] = time.time() - t0
-    ternary_mods = prep.ternary_modules()
-    mods = dict(prep.model.named_modules())
     reports: dict[str, Any] = {"allocation": {"fraction": prep.allocation.fraction,
                                               "chosen_float": prep.allocation.chosen_float,
                                               "forced_float": len(prep.allocation.forced_float)}}
 
-    def export(method: str, ternary: dict) -> None:
-        capture.export_interchange(model_dir, work / method / "interchange", ternary, method,
-                                   config.get("base_model", "smol"), config.get("revision", "bench"))
+    def export(method: str, codes) -> None:
+        paths = dataclasses.replace(paths0, out_dir=str(work / method / "interchange"))
+        write_outcome(dataclasses.replace(cfg, method=method), paths, Outcome(prep.allocation, codes),
+                      lambda *a: None, config.get("base_model", "smol"), config.get("revision", "bench"))
 
     t0 = time.time()
-    out = {}
-    for m, s in sorted(ternary_mods.items(), key=lambda kv: kv[1]):
-        W_q, scale = absmean.quantize(mods[m].weight.detach().float(), absmean.AbsmeanConfig(group_size=g))
-        out[s] = capture.TernaryTensor(W_q=W_q, scale=scale, group_size=g)
-    export("absmean", out)
+    export("absmean", lambda t, W: TernaryTensor(*absmean.quantize(W, absmean.AbsmeanConfig(group_size=g)), group_size=g))
     timings["absmean"] = time.time() - t0
     emit("progress", done=1, total=3, what="absmean")
 
     t0 = time.time()
-    out, _ = capture.run_twn(prep, params)
-    export("twn", out)
+    tcfg = twn.TWNConfig(group_size=g, search=cfg.twn.search)
+    export("twn", lambda t, W: TernaryTensor(*twn.quantize(W.float(), tcfg), group_size=g))
     timings["twn"] = time.time() - t0
     emit("progress", done=2, total=3, what="twn")
 
     t0 = time.time()
-    gptq_out, rep = capture.run_gptq(prep, params, lambda d, n: emit("progress", done=d, total=n, what="gptq layer"))
-    export("gptq", gptq_out)
+    gptq_out, rep = run_gptq(prep, cfg, lambda d, n: emit("progress", done=d, total=n, what="gptq layer"))
+    export("gptq", lambda t, W: gptq_out[t.name])
     timings["gptq"] = time.time() - t0
     reports["gptq"] = {"mean_rel_err": sum(rep["gptq_rel_err"].values()) / max(1, len(rep["gptq_rel_err"]))}
     emit("progress", done=3, total=3, what="gptq")
@@ -244,7 +270,7 @@ def bench_measure(config: dict[str, Any]) -> dict[str, Any]:
     from ternforge_server.loader import load_model
 
     from .calib.tokens import load_role, sequences
-    from .quant.capture import load_float_model
+    from .quant.model import load_float_model
 
     t0 = time.time()
     model_dir, calib_dir = config["model_dir"], config["calib_dir"]

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from ternforge.quant.allocate import CONTRACT_FLOOR, AllocConfig, allocate, fraction, is_audited, is_small
-from ternforge.quant.capture import source_tensor_names
+from ternforge.quant.floatplan import CONTRACT_FLOOR, AllocConfig, allocate, fraction, is_audited, is_small
+from ternforge.quant.model import source_tensor_names
 
 P = "model.language_model.layers"
 

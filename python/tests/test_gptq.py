@@ -104,7 +104,7 @@ def test_gptq_beats_rounding_on_a_real_smol_layer(request: pytest.FixtureRequest
     from ternforge.calib.fetch import bucket
     from ternforge.calib.sources import SourceDecl, documents
     from ternforge.quant import absmean
-    from ternforge.quant.capture import load_float_model
+    from ternforge.quant.model import load_float_model
     from transformers import AutoTokenizer
 
     model_dir = _smol_model_dir(request, tmp_path_factory)

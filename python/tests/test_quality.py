@@ -11,8 +11,7 @@ import pytest
 
 from ternforge import quality
 from ternforge.calib import fetch
-from ternforge.quant import capture
-from ternforge.quant.distill import run_gptq_kd
+from ternforge.quant import run
 
 ROOT = Path(__file__).resolve().parents[2]
 TSX = ROOT / "node_modules" / ".bin" / "tsx"
@@ -34,17 +33,12 @@ def tiny_calib(tiny_fetch_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def _quantize(method: str, model_dir: Path, calib: Path, work: Path) -> dict:
-    prep = capture.prepare(model_dir, calib, PARAMS)
-    runners = {
-        "none": lambda: capture.run_none(prep),
-        "twn": lambda: capture.run_twn(prep, PARAMS),
-        "gptq": lambda: capture.run_gptq(prep, PARAMS),
-        "gptq+kd": lambda: run_gptq_kd(prep, {**PARAMS, "model_dir": str(model_dir), "calib_dir": str(calib)}, work),
-    }
-    ternary, report = runners[method]()
-    assert method == "none" or prep.allocation.fraction > 0.95
-    capture.export_interchange(model_dir, work / "interchange", ternary, method, "tiny", "v1-seed0")
-    return report
+    """The quantize command itself (methods.METHODS through the one writer) into work/interchange."""
+    res = run.main({**PARAMS, "method": method, "model_dir": str(model_dir), "calib_dir": str(calib),
+                    "work_dir": str(work / "kd"), "out_dir": str(work / "interchange")})
+    assert res["ok"], res
+    assert method == "none" or res["ternary_fraction"] > 0.95
+    return json.loads((work / "interchange" / "quantize_report.json").read_text())
 
 
 def _pack(work: Path) -> Path:
@@ -90,14 +84,34 @@ def test_same_inputs_seed_and_device_give_the_same_bytes(tiny_fetch_dir: Path, t
 
 def test_quantize_model_writes_the_interchange_and_its_report(tiny_fetch_dir: Path, tiny_calib: Path, tmp_path: Path) -> None:
     out = tmp_path / "q"
-    res = capture.quantize_model({**PARAMS, "method": "gptq", "model_dir": str(tiny_fetch_dir / "model"),
-                                  "out_dir": str(out), "calib_dir": str(tiny_calib)})
+    res = run.main({**PARAMS, "method": "gptq", "model_dir": str(tiny_fetch_dir / "model"),
+                    "out_dir": str(out), "calib_dir": str(tiny_calib)})
     index = json.loads((out / "index.json").read_text())
     report = json.loads((out / "quantize_report.json").read_text())
     assert res["ok"] and index["method"] == "gptq" and index["format"] == "ternforge-interchange/1"
     assert index["base_model"] == "ternforge-tiny-qwen3.5-seed0" and index["revision"] == "v1-seed0"
     ternary = {n for n, t in index["tensors"].items() if t["encoding"] == "ternary"}
-    assert ternary == set(report["ternary_tensors"]) and len(ternary) == res["ternary_tensors"] > 20
+    assert ternary == set(report["ternary_tensors"]) and len(ternary) == res["totals"]["ternary_tensors"] > 20
     assert all(t["group_size"] == 32 for n, t in index["tensors"].items() if n in ternary)
     assert report["allocation"]["ternary_fraction"] > 0.95
     assert not any("in_proj_a" in n or "in_proj_b" in n or "embed_tokens" in n for n in ternary)
+
+
+def test_compare_in_chunks_equals_whole_logits(tiny_fetch_dir: Path) -> None:
+    """The quality pass's chunked heads give the figures of whole logits (up to float summation order)."""
+    import torch
+
+    from ternforge.quant.model import load_float_model
+
+    ref = load_float_model(tiny_fetch_dir / "model")
+    cand = load_float_model(tiny_fetch_dir / "model")
+    with torch.no_grad():
+        for p in cand.parameters():
+            p.mul_(0.9)
+    seqs = torch.randint(0, int(ref.config.vocab_size), (3, 40), generator=torch.Generator().manual_seed(0))
+    whole = quality.compare(ref, cand, seqs, batch_size=2, chunk=10**6)
+    chunked = quality.compare(ref, cand, seqs, batch_size=2, chunk=7)
+    assert whole["positions"] == chunked["positions"] == 3 * 39
+    for k in ("ppl_reference", "ppl", "kl", "ppl_ratio"):
+        assert chunked[k] == pytest.approx(whole[k], rel=1e-5), k
+    assert chunked["top1_agreement"] == whole["top1_agreement"] and 0 < whole["kl"]

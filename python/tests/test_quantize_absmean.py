@@ -32,9 +32,10 @@ def test_absmean_matches_hand_computed_values() -> None:
 
 def test_absmean_bf16_input_and_method_table() -> None:
     W = torch.randn(16, 64, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
-    T, gamma = METHODS["absmean"](W, 32, run.MethodContext(tensor_name="w"))
+    T, gamma = absmean.quantize(W, absmean.AbsmeanConfig(group_size=32))
     assert set(T.unique().tolist()) == {-1, 0, 1}
     assert torch.allclose(gamma, W.float().reshape(16, 2, 32).abs().mean(-1))
+    assert METHODS["absmean"].name == "absmean" and not METHODS["absmean"].calibrated
 
 
 def _quantize(model_dir: Path, out_dir: Path, group_size: int = 32, **extra) -> dict:

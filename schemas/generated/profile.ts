@@ -174,11 +174,11 @@ export interface QuantizeParams {
    */
   group_size: number;
   /**
-   * Regular expressions of tensor names kept in float (besides the fixed small tensors).
+   * Regular expressions (searched in the tensor name) of tensors kept in float besides the forced small tensors, for every method.
    */
   keep_float?: string[];
   /**
-   * Size cap of each interchange safetensors file.
+   * Size cap of each interchange safetensors file, for every method.
    */
   max_file_bytes?: number;
   /**
@@ -186,13 +186,13 @@ export interface QuantizeParams {
    */
   seed?: number;
   /**
-   * cpu, cuda, cuda:N or auto.
+   * cpu, cuda or cuda:N.
    */
   device?: string;
   /**
-   * Compute dtype for the model-level methods (float32, bfloat16, auto).
+   * Dtype of the float model the calibrated methods load and of the distillation teacher (GPTQ accumulates in float32 whatever it is).
    */
-  dtype?: string;
+  dtype?: 'float32' | 'bfloat16' | 'float16';
   /**
    * Calibration batches drawn from fetch-calib's calibration tokens.
    */
@@ -218,8 +218,23 @@ export interface QuantizeParams {
   gptq?: {
     blocksize?: number;
     percdamp?: number;
+    /**
+     * Sweep columns by decreasing Hessian diagonal (default true).
+     */
     actorder?: boolean;
-    scale_search?: boolean;
+    /**
+     * How each group's scale is searched (twn.group_scales): exact (every threshold) or grid (ratios of mean |W|).
+     */
+    scale_search?: 'exact' | 'grid';
+  };
+  /**
+   * TWN settings (twn.py).
+   */
+  twn?: {
+    /**
+     * Threshold search per group: exact or grid.
+     */
+    search?: 'exact' | 'grid';
   };
   /**
    * Distillation settings.
@@ -231,9 +246,21 @@ export interface QuantizeParams {
     weight_decay?: number;
     temperature?: number;
     hidden_mse?: number;
+    /**
+     * Rows per optimizer step (the effective batch).
+     */
     batch_size?: number;
+    /**
+     * Window length in tokens; 0 or absent: the calibration section's.
+     */
     seq_len?: number;
+    /**
+     * Calibration-text windows; absent: all there are.
+     */
     sequences?: number;
+    /**
+     * Steps between distillation checkpoints (U, scales and their Adam moments: what resuming needs).
+     */
     checkpoint_every?: number;
     grad_clip?: number;
     /**
@@ -264,6 +291,18 @@ export interface QuantizeParams {
      * Positions per chunk of the head and KL (recomputed in backward); 0: full logits at once.
      */
     logit_chunk?: number;
+    /**
+     * Rows per forward/backward; gradients accumulate over batch_size / micro_batch of them (must divide batch_size). 0 or absent: batch_size.
+     */
+    micro_batch?: number;
+    /**
+     * Recompute each decoder layer in the backward pass, keeping only its input (default true).
+     */
+    grad_checkpointing?: boolean;
+    /**
+     * Dtype of the latent codes U, their gradient and Adam moments; bfloat16 halves them (the 80 GB plan in quant/PLAN.md).
+     */
+    latent_dtype?: 'float32' | 'bfloat16';
   };
 }
 /**

@@ -19,6 +19,7 @@ self-written requests are sampled from a seeded generator.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -71,9 +72,10 @@ def _until_stop(tokens: list[int], stops: set[int]) -> int | None:
 
 @torch.no_grad()
 def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: int, batch_size: int = 16,
-           device: str = "cpu") -> tuple[list[list[int]], int]:
+           device: str = "cpu", on_progress: Callable[[int, int], None] | None = None) -> tuple[list[list[int]], int]:
     """Token ids of one chat transcript per request: the templated prompt, then the teacher's greedy answer
-    (ending with its end-of-turn token unless it ran out of `max_new`); and how many answers stopped."""
+    (ending with its end-of-turn token unless it ran out of `max_new`); and how many answers stopped.
+    `on_progress(done, total)` follows each batch of answers."""
     stops = eos_ids(teacher)
     pad = _pad_id(tokenizer, stops)
     prompts = []
@@ -94,6 +96,8 @@ def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: in
             stop = _until_stop(reply, stops)
             out.append(p + (reply[:stop + 1] if stop is not None else reply))
             stopped += stop is not None
+        if on_progress is not None:
+            on_progress(len(out), len(prompts))
     return out, stopped
 
 
@@ -116,11 +120,12 @@ def user_turn_prefix(tokenizer) -> str:
 
 @torch.no_grad()
 def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_tokens: int = 64,
-                  temperature: float = 1.0, top_p: float = 0.95, batch_size: int = 16, device: str = "cpu") -> list[str]:
+                  temperature: float = 1.0, top_p: float = 0.95, batch_size: int = 16, device: str = "cpu",
+                  on_progress: Callable[[int, int], None] | None = None) -> list[str]:
     """`n` distinct user requests written by the teacher itself (Magpie): it is fed the template up to where a
     user message starts and samples, from a generator seeded with `seed`, until its end-of-turn token.
     Samples that run past `max_tokens`, are blank, or repeat an earlier one are dropped and drawn again (at
-    most 4n draws in all)."""
+    most 4n draws in all). `on_progress(kept, n)` follows each batch of draws."""
     stops = eos_ids(teacher)
     pad = _pad_id(tokenizer, stops)
     prefix = tokenizer.encode(user_turn_prefix(tokenizer), add_special_tokens=False)
@@ -146,6 +151,8 @@ def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_to
             if text and text not in seen and len(out) < n:
                 seen.add(text)
                 out.append(text)
+        if on_progress is not None:
+            on_progress(len(out), n)
     return out
 
 

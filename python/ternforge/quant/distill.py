@@ -30,8 +30,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -39,28 +41,24 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .capture import TernaryTensor
 from .chatdata import eos_ids
+from .config import KDConfig, Paths, QuantizeConfig
+from .interchange import TernaryTensor
 
 U_MAX = 1.5
 
 
-@dataclass(frozen=True)
-class KDConfig:
-    steps: int = 100
-    lr: float = 5e-3  # latent codes U (dimensionless: a code flips after moving ~0.5)
-    scale_lr: float = 5e-4  # scales, relative to their magnitude through Adam's normalisation
-    weight_decay: float = 0.0
-    temperature: float = 1.0
-    hidden_mse: float = 0.0  # weight of the hidden-state term; 0 disables it
-    batch_size: int = 4
-    checkpoint_every: int = 50
-    seed: int = 0
-    grad_clip: float = 1.0
-    schedule: str = "constant"  # or "cosine"
-    warmup: int = 0
-    logit_chunk: int = 0  # > 0: the head and the KL run over this many positions at a time (chunked_kd_loss)
-    stop_weight: float = 0.0  # a position's KL counts 1 + stop_weight * p_teacher(end of turn) times
+LATENT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def check_config(cfg: KDConfig) -> None:
+    """Refuses settings the loop cannot run, before any work."""
+    lr_factor(cfg, 0)
+    if cfg.latent_dtype not in LATENT_DTYPES:
+        raise ValueError(f"kd.latent_dtype must be one of {sorted(LATENT_DTYPES)}, not {cfg.latent_dtype!r}")
+    mb = cfg.micro_batch or cfg.batch_size
+    if mb <= 0 or cfg.batch_size % mb != 0:
+        raise ValueError(f"kd.micro_batch ({cfg.micro_batch}) must divide kd.batch_size ({cfg.batch_size})")
 
 
 def lr_factor(cfg: KDConfig, step: int) -> float:
@@ -76,11 +74,11 @@ def lr_factor(cfg: KDConfig, step: int) -> float:
 
 
 class TernaryLinear(nn.Module):
-    def __init__(self, linear: nn.Linear, tt: TernaryTensor):
+    def __init__(self, linear: nn.Linear, tt: TernaryTensor, latent_dtype: torch.dtype = torch.float32):
         super().__init__()
         self.group_size = tt.group_size
         self.out_features, self.in_features = linear.weight.shape
-        self.U = nn.Parameter(tt.W_q.to(torch.float32).to(linear.weight.device).clone())
+        self.U = nn.Parameter(tt.W_q.to(latent_dtype).to(linear.weight.device).clone())
         self.scale = nn.Parameter(tt.scale.to(torch.float32).to(linear.weight.device).clone())
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
         self.compute_dtype = linear.weight.dtype
@@ -109,14 +107,15 @@ def _set_module(root: nn.Module, name: str, new: nn.Module) -> None:
     setattr(parent, child, new)
 
 
-def make_student(model: nn.Module, ternary: dict[str, TernaryTensor]) -> dict[str, TernaryLinear]:
+def make_student(model: nn.Module, ternary: dict[str, TernaryTensor], latent_dtype: str = "float32"
+                 ) -> dict[str, TernaryLinear]:
     """Replace the named linears (module names) by TernaryLinear in place; freeze everything else."""
     for p in model.parameters():
         p.requires_grad_(False)
     mods = dict(model.named_modules())
     student: dict[str, TernaryLinear] = {}
     for name, tt in sorted(ternary.items()):
-        tl = TernaryLinear(mods[name], tt)
+        tl = TernaryLinear(mods[name], tt, LATENT_DTYPES[latent_dtype])
         _set_module(model, name, tl)
         student[name] = tl
     return student
@@ -204,6 +203,8 @@ def _digest(cfg: KDConfig, seqs: torch.Tensor, student: dict[str, TernaryLinear]
 
 def _save(work: Path, step: int, digest: str, student: dict[str, TernaryLinear], opt: torch.optim.Optimizer,
           history: list[dict]) -> None:
+    """Exactly what resuming needs: U and scale of every ternary linear and their two Adam moments, in the
+    trained dtype, plus the step (once, in the JSON: every parameter took the same number of Adam steps)."""
     work.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, torch.Tensor] = {}
     for name, tl in student.items():
@@ -213,10 +214,9 @@ def _save(work: Path, step: int, digest: str, student: dict[str, TernaryLinear],
             for k in ("exp_avg", "exp_avg_sq"):
                 if k in st:
                     tensors[f"{name}.{pname}.{k}"] = st[k].detach().cpu().contiguous()
-            if "step" in st:
-                tensors[f"{name}.{pname}.step"] = torch.as_tensor(st["step"], dtype=torch.float32).reshape(1).cpu()
     tmp = work / "kd-checkpoint.safetensors.tmp"
     save_file(tensors, str(tmp))
+    del tensors
     tmp.replace(work / "kd-checkpoint.safetensors")
     state = {"step": step, "digest": digest, "history": history}
     tmpj = work / "kd-checkpoint.json.tmp"
@@ -231,30 +231,94 @@ def _load(work: Path, digest: str, student: dict[str, TernaryLinear], opt: torch
     state = json.loads(js.read_text())
     if state.get("digest") != digest:
         return 0, []
+    step = int(state["step"])
     tensors = load_file(str(st))
     for name, tl in student.items():
         for pname, p in (("U", tl.U), ("scale", tl.scale)):
-            p.data.copy_(tensors[f"{name}.{pname}"])
+            p.data.copy_(tensors.pop(f"{name}.{pname}"))
             if f"{name}.{pname}.exp_avg" in tensors:
                 opt.state[p] = {
-                    "step": tensors[f"{name}.{pname}.step"].reshape(()).clone(),
-                    "exp_avg": tensors[f"{name}.{pname}.exp_avg"].to(p.device).clone(),
-                    "exp_avg_sq": tensors[f"{name}.{pname}.exp_avg_sq"].to(p.device).clone(),
+                    "step": torch.tensor(float(step)),
+                    "exp_avg": tensors.pop(f"{name}.{pname}.exp_avg").to(p.device),
+                    "exp_avg_sq": tensors.pop(f"{name}.{pname}.exp_avg_sq").to(p.device),
                 }
-    return int(state["step"]), list(state["history"])
+    return step, list(state["history"])
+
+
+@contextmanager
+def layer_checkpointing(model: nn.Module, enabled: bool = True) -> Iterator[None]:
+    """Gradient checkpointing per decoder layer (torch.utils.checkpoint, non-reentrant): a layer's forward
+    keeps only its inputs for the backward pass and is recomputed there, so activations cost one hidden
+    state per layer plus one layer's intermediates instead of every layer's. Exact: the recomputation runs
+    the same deterministic operations on the same inputs."""
+    if not enabled:
+        yield
+        return
+    from .model import decoder_layers
+
+    _, layers = decoder_layers(model)
+    originals = []
+    for layer in layers:
+        fwd = layer.forward
+
+        def wrapped(*args, _fwd=fwd, **kwargs):
+            if not torch.is_grad_enabled():
+                return _fwd(*args, **kwargs)
+            return torch.utils.checkpoint.checkpoint(_fwd, *args, use_reentrant=False, **kwargs)
+
+        originals.append((layer, "forward" in layer.__dict__, fwd))
+        layer.forward = wrapped
+    try:
+        yield
+    finally:
+        for layer, had, fwd in originals:
+            if had:
+                layer.forward = fwd
+            else:
+                del layer.forward
+
+
+def _micro_loss(teacher: nn.Module, student_model: nn.Module, ids: torch.Tensor, cfg: KDConfig, hidden: bool,
+                stop: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss, kl, hidden mse) of one micro-batch, the teacher run without gradients."""
+    if cfg.logit_chunk > 0:
+        with torch.no_grad():
+            t_last, t_hidden = _final_hidden(teacher, ids, hidden)
+        s_last, s_hidden = _final_hidden(student_model, ids, hidden)
+        loss, kl = chunked_kd_loss(student_model.get_output_embeddings(), s_last, teacher.get_output_embeddings(),
+                                   t_last, cfg.temperature, cfg.logit_chunk, stop, cfg.stop_weight)
+    else:
+        with torch.no_grad():
+            t_logits, t_hidden = _outputs(teacher, ids, hidden)
+        s_logits, s_hidden = _outputs(student_model, ids, hidden)
+        loss, kl = kd_loss(s_logits, t_logits, cfg.temperature, stop, cfg.stop_weight)
+    mse = torch.zeros(())
+    if hidden:
+        mse = hidden_loss(s_hidden, t_hidden)
+        loss = loss + cfg.hidden_mse * mse
+    return loss, kl, mse
 
 
 def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, TernaryLinear], seqs: torch.Tensor,
             cfg: KDConfig, work_dir: str | Path | None = None,
             on_step: Callable[[dict], None] | None = None) -> list[dict]:
-    """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history."""
-    lr_factor(cfg, 0)  # refuses an unknown schedule before any work
+    """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history.
+
+    Each step's batch of cfg.batch_size rows runs as micro-batches of cfg.micro_batch rows whose gradients
+    add up (each micro-batch's loss weighed by its share of the rows), so the effective batch is the
+    profile's whatever fits in memory. With one micro-batch the step is the plain full-batch step; with
+    several its loss is the mean of the micro-batches' means, which equals the full-batch mean when
+    stop_weight is 0 (every position weighs 1) and is its micro-batch-weighted estimate otherwise."""
+    check_config(cfg)
     teacher.eval()
     student_model.train()
     opt = torch.optim.AdamW(
         [{"params": [tl.U for tl in student.values()], "lr": cfg.lr},
          {"params": [tl.scale for tl in student.values()], "lr": cfg.scale_lr}],
-        weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+        weight_decay=cfg.weight_decay, betas=(0.9, 0.95),
+        # On a GPU the fused kernel: PyTorch's default there (foreach) makes temporaries the size of every
+        # trained tensor at once (14 GB for the 4B's fp32 latents). The CPU keeps its per-tensor loop.
+        **({"fused": True} if next(iter(student.values())).U.is_cuda else {}))
     digest = _digest(cfg, seqs, student)
     work = Path(work_dir) if work_dir is not None else None
     step, history = _load(work, digest, student, opt) if work is not None else (0, [])
@@ -262,98 +326,118 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     hidden = cfg.hidden_mse > 0
     stop = sorted(eos_ids(teacher)) if cfg.stop_weight > 0 else []
     bases = [g["lr"] for g in opt.param_groups]
-    while step < cfg.steps:
-        for g, base in zip(opt.param_groups, bases):
-            g["lr"] = base * lr_factor(cfg, step)
-        ids = _batch_at(step, seqs, cfg.batch_size, cfg.seed).to(device)
-        if cfg.logit_chunk > 0:
+    mb = cfg.micro_batch or cfg.batch_size
+    params = [p for tl in student.values() for p in (tl.U, tl.scale)]
+    with layer_checkpointing(student_model, cfg.grad_checkpointing):
+        while step < cfg.steps:
+            for g, base in zip(opt.param_groups, bases):
+                g["lr"] = base * lr_factor(cfg, step)
+            batch = _batch_at(step, seqs, cfg.batch_size, cfg.seed)
+            parts = batch.split(mb)
+            opt.zero_grad(set_to_none=True)
+            loss_v = kl_v = mse_v = 0.0
+            for part in parts:
+                loss, kl, mse = _micro_loss(teacher, student_model, part.to(device), cfg, hidden, stop)
+                share = part.shape[0] / batch.shape[0]
+                (loss if len(parts) == 1 else loss * share).backward()
+                loss_v += float(loss.detach()) * share
+                kl_v += float(kl.detach()) * share
+                mse_v += float(mse.detach()) * share
+                del loss, kl, mse
+            gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)) if cfg.grad_clip > 0 else math.nan
+            opt.step()
             with torch.no_grad():
-                t_last, t_hidden = _final_hidden(teacher, ids, hidden)
-            s_last, s_hidden = _final_hidden(student_model, ids, hidden)
-            loss, kl = chunked_kd_loss(student_model.get_output_embeddings(), s_last, teacher.get_output_embeddings(),
-                                       t_last, cfg.temperature, cfg.logit_chunk, stop, cfg.stop_weight)
-        else:
-            with torch.no_grad():
-                t_logits, t_hidden = _outputs(teacher, ids, hidden)
-            s_logits, s_hidden = _outputs(student_model, ids, hidden)
-            loss, kl = kd_loss(s_logits, t_logits, cfg.temperature, stop, cfg.stop_weight)
-        mse = torch.zeros(())
-        if hidden:
-            mse = hidden_loss(s_hidden, t_hidden)
-            loss = loss + cfg.hidden_mse * mse
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        params = [p for tl in student.values() for p in (tl.U, tl.scale)]
-        gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)) if cfg.grad_clip > 0 else math.nan
-        opt.step()
-        with torch.no_grad():
-            for tl in student.values():
-                tl.U.clamp_(-U_MAX, U_MAX)
-                tl.scale.clamp_(min=1e-8)
-        step += 1
-        rec = {"step": step, "loss": float(loss.detach()), "kl": float(kl.detach()), "hidden_mse": float(mse.detach()),
-               "grad_norm": gnorm, "lr": opt.param_groups[0]["lr"]}
-        history.append(rec)
-        if on_step is not None:
-            on_step(rec)
-        if work is not None and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
-            _save(work, step, digest, student, opt, history)
+                for tl in student.values():
+                    tl.U.clamp_(-U_MAX, U_MAX)
+                    tl.scale.clamp_(min=1e-8)
+            step += 1
+            rec = {"step": step, "loss": loss_v, "kl": kl_v, "hidden_mse": mse_v, "grad_norm": gnorm,
+                   "lr": opt.param_groups[0]["lr"]}
+            history.append(rec)
+            if on_step is not None:
+                on_step(rec)
+            if work is not None and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
+                _save(work, step, digest, student, opt, history)
+    opt.zero_grad(set_to_none=True)
     student_model.eval()
     return history
 
 
-def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Path, k: dict, eos: int,
-                 default_seq_len: int, device: str = "cpu", seed: int = 0) -> tuple[torch.Tensor, dict]:
-    """The distillation windows: `sequences` windows of calibration text (all when absent) and windows over
-    teacher-written chat transcripts (chatdata.py) of `chat_max_new` tokens at most per answer: `chat_prompts`
-    requests about calibration snippets and `chat_self_prompts` requests the teacher writes itself (sampled
-    with `seed`). Returns [n, seq_len] ids and what went into them."""
+def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Path, k: KDConfig, eos: int,
+                 device: str = "cpu", on_progress: Callable[[int, int, str], None] | None = None
+                 ) -> tuple[torch.Tensor, dict]:
+    """The distillation windows of k.seq_len tokens: k.sequences windows of calibration text (all when None)
+    and windows over teacher-written chat transcripts (chatdata.py) of k.chat_max_new tokens at most per
+    answer: k.chat_prompts requests about calibration snippets and k.chat_self_prompts requests the teacher
+    writes itself (sampled with k.seed). Returns [n, seq_len] ids and what went into them.
+    `on_progress(done, total, what)` follows each batch of self-written requests and of answers."""
     from ..calib.tokens import load_role, sequences
     from .chatdata import answer, load_tokenizer, self_requests, snippet_requests, windows
 
-    seq_len = int(k.get("seq_len", default_seq_len))
     docs = load_role(calib_dir, "calibration")
-    text = sequences(docs, seq_len, k.get("sequences"), eos)
-    info: dict = {"text_windows": int(text.shape[0]), "seq_len": seq_len}
-    n_snip, n_self = int(k.get("chat_prompts", 0)), int(k.get("chat_self_prompts", 0))
-    if n_snip + n_self <= 0:
+    text = sequences(docs, k.seq_len, k.sequences, eos)
+    info: dict = {"text_windows": int(text.shape[0]), "seq_len": k.seq_len}
+    if k.chat_prompts + k.chat_self_prompts <= 0:
         return text, info
     tok = load_tokenizer(model_dir)
-    requests = snippet_requests(docs, tok, n_snip) if n_snip else []
-    written = self_requests(teacher, tok, n_self, seed, device=device) if n_self else []
-    transcripts, stopped = answer(teacher, tok, requests + written, int(k.get("chat_max_new", 128)), device=device)
-    chat = windows(transcripts, seq_len)
+
+    def report(what: str) -> Callable[[int, int], None] | None:
+        return None if on_progress is None else (lambda done, total: on_progress(done, total, what))
+
+    requests = snippet_requests(docs, tok, k.chat_prompts) if k.chat_prompts else []
+    written = self_requests(teacher, tok, k.chat_self_prompts, k.seed, device=device,
+                            on_progress=report("kd: teacher-written requests")) if k.chat_self_prompts else []
+    transcripts, stopped = answer(teacher, tok, requests + written, k.chat_max_new, device=device,
+                                  on_progress=report("kd: teacher transcripts (answers)"))
+    chat = windows(transcripts, k.seq_len)
     info.update({"chat_transcripts": len(transcripts), "chat_windows": int(chat.shape[0]),
                  "chat_tokens": sum(len(t) for t in transcripts), "chat_stopped": stopped})
-    if n_self:
+    if k.chat_self_prompts:
         info.update({"chat_self_written": len(written), "chat_self_examples": written[:12]})
     return torch.cat([text, chat]), info
 
 
-def run_gptq_kd(prep, params: dict, work_dir: str | Path | None,
-                on_layer: Callable[[int, int], None] | None = None,
-                on_step: Callable[[dict], None] | None = None) -> tuple[dict[str, TernaryTensor], dict]:
-    """GPTQ initialisation (capture.run_gptq), then distillation from a fresh full-precision teacher."""
-    from .capture import _dtype, load_float_model, run_gptq
+class StepProgress:
+    """on_step for `distill`: hands each record to `sink` with the steps' total and an estimate of the time
+    left from the steps this run has done (a resumed run starts counting at its first step)."""
 
-    init, report = run_gptq(prep, params, on_layer)
-    k = params.get("kd", {})
-    cfg = KDConfig(**{f: k[f] for f in KDConfig.__dataclass_fields__ if f in k})
-    cfg = KDConfig(**{**asdict(cfg), "seed": int(params.get("seed", cfg.seed))})
-    teacher = load_float_model(params["model_dir"], _dtype(params.get("dtype", "float32")), params.get("device", "cpu"))
+    def __init__(self, total: int, sink: Callable[[dict], None]):
+        self.total, self.sink = total, sink
+        self.t0 = time.monotonic()
+        self.first: int | None = None
+
+    def __call__(self, rec: dict) -> None:
+        if self.first is None:
+            self.first = rec["step"] - 1
+        per_step = (time.monotonic() - self.t0) / max(1, rec["step"] - self.first)
+        self.sink({**rec, "total": self.total, "seconds_left": round(per_step * (self.total - rec["step"]), 1)})
+
+
+def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
+                on_layer: Callable[[int, int], None] | None = None,
+                on_step: Callable[[dict], None] | None = None,
+                on_progress: Callable[[int, int, str], None] | None = None) -> tuple[dict[str, TernaryTensor], dict]:
+    """GPTQ initialisation (gptq.run_gptq), then distillation from a fresh full-precision teacher; returns the
+    codes by source name and the report's figures. `on_step` gets each step's record plus `total` and
+    `seconds_left`; `on_progress(done, total, what)` follows the teacher's transcripts."""
+    from .calibration import eos_of
+    from .gptq import run_gptq
+    from .model import DTYPES, load_float_model
+
+    k = cfg.kd
+    check_config(k)
+    init, report = run_gptq(prep, cfg, on_layer)
+    teacher = load_float_model(paths.model_dir, DTYPES[cfg.dtype], cfg.device)
     for p in teacher.parameters():
         p.requires_grad_(False)
     s2m = {s: m for m, s in prep.m2s.items()}
-    student = make_student(prep.model, {s2m[s]: tt for s, tt in init.items()})
-    eos = prep.model.config.eos_token_id
-    eos = int(eos[0] if isinstance(eos, list) else (eos if eos is not None else 0))
-    cal = params.get("calibration", {})
-    seqs, data = kd_sequences(teacher, params["model_dir"], params["calib_dir"], k, eos, int(cal.get("seq_len", 256)),
-                              params.get("device", "cpu"), cfg.seed)
-    history = distill(teacher, prep.model, student, seqs, cfg, work_dir, on_step)
+    student = make_student(prep.model, {s2m[s]: tt for s, tt in init.items()}, k.latent_dtype)
+    seqs, data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress)
+    history = distill(teacher, prep.model, student, seqs, k, paths.work_dir,
+                      StepProgress(k.steps, on_step) if on_step is not None else None)
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
     first = history[0]["kl"] if history else None
     last = sum(r["kl"] for r in history[-10:]) / len(history[-10:]) if history else None
-    report = {**report, "method": "gptq+kd", "kd": {**asdict(cfg), "first_kl": first, "last10_kl": last,
-                                                    "steps_done": len(history), "data": data}}
+    report = {**report, "kd": {**asdict(k), "first_kl": first, "last10_kl": last, "steps_done": len(history),
+                               "data": data}}
     return out, report

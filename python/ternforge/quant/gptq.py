@@ -14,11 +14,19 @@ the searched support) on the group's weights:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+from torch import nn
 
 from . import twn
+from .interchange import TernaryTensor
+
+if TYPE_CHECKING:
+    from .calibration import Prepared
+    from .config import QuantizeConfig
 
 
 @dataclass(frozen=True)
@@ -26,7 +34,7 @@ class GPTQConfig:
     group_size: int = 32
     blocksize: int = 128
     percdamp: float = 0.1  # ternary codes are coarse: heavier damping than GPTQ's 0.01 generalises better
-    actorder: bool = False
+    actorder: bool = True  # the profile's default too (config.GPTQSection)
     scale_search: str = "exact"  # twn.group_scales search: "exact" | "grid"
 
 
@@ -133,3 +141,33 @@ class GPTQ:
 
     def free(self) -> None:
         self.H = None  # type: ignore[assignment]
+
+
+def run_gptq(prep: "Prepared", cfg: "QuantizeConfig", on_layer: Callable[[int, int], None] | None = None
+             ) -> tuple[dict[str, TernaryTensor], dict]:
+    """Sequential GPTQ over the real model (hooks.sequential); the float model in `prep` ends up holding
+    the dequantized weights. Returns the codes by source name and the per-tensor output errors."""
+    from .hooks import sequential
+
+    p = cfg.gptq
+    gcfg = GPTQConfig(group_size=prep.group_size, blocksize=p.blocksize, percdamp=p.percdamp, actorder=p.actorder,
+                      scale_search=p.scale_search)
+    if not prep.batches:
+        raise ValueError("gptq needs calibration batches (fetch-calib's calibration role)")
+    ternary = prep.ternary_modules()
+    rel_errs: dict[str, float] = {}
+
+    def quantize_group(mods: list[tuple[str, nn.Linear]], feed) -> dict[str, TernaryTensor]:
+        gptq = {name: GPTQ(mod.weight) for name, mod in mods}
+        feed(lambda name, x: gptq[name].add_batch(x))
+        done = {}
+        for name, mod in mods:
+            res = gptq[name].fasterquant(mod.weight, gcfg)
+            gptq[name].free()
+            rel_errs[ternary[name]] = res.rel_err
+            done[name] = TernaryTensor(W_q=res.W_q.cpu(), scale=res.scale.cpu(), group_size=prep.group_size)
+        return done
+
+    got = sequential(prep.model, prep.batches, ternary, quantize_group, on_layer)
+    out = {ternary[m]: tt for m, tt in got.items()}
+    return out, {"gptq_rel_err": rel_errs, "actorder": gcfg.actorder, "scale_search": gcfg.scale_search}

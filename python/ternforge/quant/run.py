@@ -1,28 +1,32 @@
-"""`python -m ternforge quantize --config <json>`: source checkpoint -> interchange, one tensor at a time.
+"""`python -m ternforge quantize --config <json>`: source checkpoint -> interchange, for every method.
 
-Config: model_dir (fetch-model's `model/`), out_dir, method (a key of quant.methods.METHODS),
-group_size (a multiple of 4), optional keep_float (regexes of tensor names kept in float),
-max_file_bytes (interchange file size cap), source_json (default: <model_dir>/../source.json, for
-base_model and revision). Writes the interchange into out_dir plus `quantize_report.json` with per-tensor
-figures; emits a progress event per tensor and returns totals. An expected failure (bad group size,
-unknown method, non-float source tensor) is a `failure` event with its reason and facts, and {"ok": false}.
+Config: the quantize profile section (config.py, schemas/stages/quantize.schema.json) plus the stage's paths:
+model_dir (fetch-model's `model/`), out_dir, calib_dir (fetch-calib's output; the calibrated methods),
+work_dir (distillation checkpoints, outliving an interrupted stage), source_json (default:
+<model_dir>/../source.json, for base_model and revision). The method (methods.METHODS) returns its plan and
+codes; the one writer (interchange.write_interchange) streams every source tensor into out_dir, then
+`quantize_report.json` holds the same figures for every method (files, totals,
+ternary_fraction_incl_embedding, per tensor, allocation) plus the method's own. Emits a progress event per
+written tensor (and per GPTQ layer, transcript batch and distillation step) and returns the figures. An
+expected failure (bad config, group size, unknown method, non-float source tensor, float budget under the
+contract floor) is a `failure` event with its reason and facts, and {"ok": false}.
 """
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import safe_open
 
-from ..events import emit, log, progress
+from ..events import emit, log
 from ..sources.checkpoint import INDEX_NAME as SOURCE_INDEX, write_json
-from . import interchange
-from .interchange import DTYPE_NAMES, PlannedTensor
-from .methods import METHODS, MethodContext, get_method
-from .policy import Encoding, classify
+from .config import METHOD_NAMES, ConfigError, Paths, QuantizeConfig, parse
+from .floatplan import Allocation, Encoding, FloatBudgetError
+from .interchange import DTYPE_NAMES, PlannedTensor, write_interchange
+from .methods import METHODS, Job, Outcome
 
 REPORT_NAME = "quantize_report.json"
 
@@ -58,144 +62,109 @@ def _dtype_from_name(name: str) -> torch.dtype:
     return _SAFE_DTYPES[name]
 
 
-def plan(model_dir: Path, group_size: int, keep_float: tuple[re.Pattern[str], ...]) -> tuple[list[PlannedTensor], dict[str, str], dict[str, str]]:
-    """Every tensor of the checkpoint's own index with its encoding. Returns (planned, weight_map, why)."""
+def plan(model_dir: Path, group_size: int, allocation: Allocation) -> tuple[list[PlannedTensor], dict[str, str], dict[str, str]]:
+    """Every tensor of the checkpoint's own index with its encoding under `allocation`, in name order.
+    Returns (planned, weight_map, why)."""
     weight_map, meta = _shard_headers(model_dir)
     planned: list[PlannedTensor] = []
     why: dict[str, str] = {}
     for name in sorted(weight_map):
         shape, dtype = meta[name]
-        d = classify(name, shape, group_size, keep_float)
+        d = allocation.decision(name)
         why[name] = d.why
-        planned.append(
-            PlannedTensor(
-                name=name,
-                shape=shape,
-                dtype=DTYPE_NAMES[dtype],
-                encoding=d.encoding,
-                group_size=group_size if d.encoding is Encoding.TERNARY else None,
-                exempt=d.exempt,
-                element_size=torch.empty((), dtype=dtype).element_size(),
-            )
-        )
+        planned.append(PlannedTensor(name=name, shape=shape, dtype=DTYPE_NAMES[dtype], encoding=d.encoding,
+                                     group_size=group_size if d.encoding is Encoding.TERNARY else None,
+                                     exempt=d.exempt, element_size=torch.empty((), dtype=dtype).element_size()))
     return planned, weight_map, why
 
 
-def quantize_checkpoint(
-    model_dir: Path,
-    out_dir: Path,
-    method: str,
-    group_size: int,
-    base_model: str,
-    revision: str,
-    keep_float: tuple[str, ...] = (),
-    max_file_bytes: int = 2 << 30,
-) -> dict[str, Any]:
-    """Write the interchange for `model_dir` into `out_dir`. Returns the report (also written to disk)."""
-    if group_size < 4 or group_size % 4 != 0:
-        raise QuantizeError("bad-group-size", f"group size {group_size} is not a positive multiple of 4", expected="multiple of 4", actual=group_size)
-    if method not in METHODS:
-        raise QuantizeError("unknown-method", f"unknown quantization method {method!r}", expected=sorted(METHODS), actual=method)
-    quantizer = get_method(method)
-    patterns = tuple(re.compile(p) for p in keep_float)
-    planned, weight_map, why = plan(model_dir, group_size, patterns)
-    files = interchange.plan_files(planned, max_file_bytes)
-    names = [interchange.file_name(k, len(files)) for k in range(1, len(files) + 1)]
-    out_dir.mkdir(parents=True, exist_ok=True)
+def quantize(cfg: QuantizeConfig, paths: Paths) -> dict[str, Any]:
+    """Run cfg.method and write the interchange and its report into paths.out_dir. Returns the report."""
+    import time
 
-    entries: dict[str, Any] = {}
-    per_tensor: dict[str, Any] = {}
-    totals = {"ternary_tensors": 0, "float_tensors": 0, "exempt_tensors": 0, "ternary_params": 0, "scale_params": 0, "float_params": 0}
-    done = 0
-    open_shards: dict[str, Any] = {}
+    model_dir, out_dir = Path(paths.model_dir), Path(paths.out_dir)
+    method = METHODS[cfg.method]
+    if method.calibrated and not paths.calib_dir:
+        raise QuantizeError("missing-calibration", f"method {cfg.method} needs calib_dir (fetch-calib's output)")
+    source_json = Path(paths.source_json or model_dir.parent / "source.json")
+    origin = json.loads(source_json.read_text(encoding="utf-8"))["origin"] if source_json.exists() else {}
+    base_model = str(paths.base_model or origin.get("base_model") or model_dir.name)
+    revision = str(paths.revision or origin.get("revision") or "unknown")
+    _, meta = _shard_headers(model_dir)  # refuses a non-float tensor before any work
+    t0 = time.monotonic()
+
+    def on_progress(done: int, total: int, what: str) -> None:
+        emit("progress", done=done, total=total, what=what)
+
+    def on_step(rec: dict) -> None:
+        emit("loss", **rec)
+        emit("progress", done=rec["step"], total=rec["total"],
+             what=f"gptq+kd: distillation step, loss {rec['loss']:.4g}, about {rec['seconds_left']:.0f} s left")
+
+    job = Job(cfg=cfg, paths=paths, shapes={n: s for n, (s, _) in meta.items()}, on_progress=on_progress,
+              on_step=on_step)
     try:
-        for fname, group in zip(names, files):
-            data: dict[str, torch.Tensor] = {}
-            for t in group:
-                shard = weight_map[t.name]
-                if shard not in open_shards:
-                    open_shards[shard] = safe_open(str(model_dir / shard), framework="pt")
-                W = open_shards[shard].get_tensor(t.name)
-                n = W.numel()
-                if t.encoding is Encoding.TERNARY:
-                    assert t.group_size is not None
-                    T, scale = quantizer(W, t.group_size, MethodContext(tensor_name=t.name))
-                    _check_codes(t, T, scale)
-                    data[t.name], data[f"{t.name}.scale"] = T, scale
-                    W_q = (T.to(torch.float32).reshape(T.shape[0], -1, t.group_size) * scale.unsqueeze(-1)).reshape(T.shape)
-                    W_f = W.to(torch.float32)
-                    rel = float((W_f - W_q).norm() / W_f.norm().clamp_min(1e-30))
-                    per_tensor[t.name] = {
-                        "encoding": "ternary",
-                        "rel_error": round(rel, 6),
-                        "zero_fraction": round(float((T == 0).float().mean()), 6),
-                    }
-                    totals["ternary_tensors"] += 1
-                    totals["ternary_params"] += n
-                    totals["scale_params"] += scale.numel()
-                else:
-                    data[t.name] = W
-                    per_tensor[t.name] = {"encoding": "float", "exempt": t.exempt, "why": why[t.name]}
-                    totals["exempt_tensors" if t.exempt else "float_tensors"] += 1
-                    if not t.exempt:
-                        totals["float_params"] += n
-                entries[t.name] = interchange.index_entry(t, fname)
-                done += 1
-                progress(done, len(planned), t.name)
-            interchange.write_file(out_dir / fname, data)
-            del data
+        outcome = method.run(job)
+    except FloatBudgetError as e:
+        raise QuantizeError("float-budget", str(e)) from e
+    report = write_outcome(cfg, paths, outcome, on_progress, base_model, revision)
+    log(f"quantize: {cfg.method} wrote {len(report['files'])} file(s), ternary fraction incl. embedding "
+        f"{report['ternary_fraction_incl_embedding']} in {time.monotonic() - t0:.1f} s")
+    return report
+
+
+def write_outcome(cfg: QuantizeConfig, paths: Paths, outcome: Outcome, on_progress: Callable[[int, int, str], None],
+                  base_model: str, revision: str) -> dict[str, Any]:
+    """The interchange of `outcome` (its plan and codes) and quantize_report.json in paths.out_dir."""
+    model_dir, out_dir = Path(paths.model_dir), Path(paths.out_dir)
+    planned, weight_map, why = plan(model_dir, cfg.group_size, outcome.allocation)
+    open_shards: dict[str, Any] = {}
+
+    def read(name: str) -> torch.Tensor:
+        shard = weight_map[name]
+        if shard not in open_shards:
+            open_shards[shard] = safe_open(str(model_dir / shard), framework="pt")
+        return open_shards[shard].get_tensor(name)
+
+    try:
+        figures = write_interchange(out_dir, planned, read, outcome.codes, cfg.method, base_model, revision,
+                                    cfg.max_file_bytes, why, lambda d, n, name: on_progress(d, n, name))
     finally:
         open_shards.clear()
-
-    interchange.write_index(out_dir, base_model, revision, method, names, entries)
-    audited = totals["ternary_params"] + totals["scale_params"] + totals["float_params"]
-    report = {
-        "method": method,
-        "group_size": group_size,
-        "files": names,
-        "totals": totals,
-        # Ternary share of the non-exempt tensors including embeddings; the audit computes the gate itself.
-        "ternary_fraction_incl_embedding": round(totals["ternary_params"] / audited, 6) if audited else 0.0,
-        "tensors": per_tensor,
-    }
+    a = outcome.allocation
+    # The report is an output: it holds no timings (same inputs, same bytes); the time goes in the result event.
+    report = {**outcome.report, "method": cfg.method, "group_size": cfg.group_size, **figures,
+              "allocation": {"ternary_fraction": a.fraction, "forced_float": a.forced_float,
+                             "chosen_float": a.chosen_float, "scores": a.scores},
+              "ternary_tensors": sorted(n for n, t in figures["tensors"].items() if t["encoding"] == "ternary")}
     write_json(out_dir / REPORT_NAME, report)
     return report
 
 
-def _check_codes(t: PlannedTensor, T: torch.Tensor, scale: torch.Tensor) -> None:
-    """A method's output must be exactly what the interchange promises; a mismatch is a method bug."""
-    assert t.group_size is not None
-    out, cols = t.shape
-    if T.dtype != torch.int8 or tuple(T.shape) != (out, cols) or int(T.min()) < -1 or int(T.max()) > 1:
-        raise RuntimeError(f"{t.name}: method returned codes {T.dtype} {tuple(T.shape)} outside int8 {{-1,0,1}} [{out}, {cols}]")
-    if scale.dtype != torch.float32 or tuple(scale.shape) != (out, cols // t.group_size):
-        raise RuntimeError(f"{t.name}: method returned scales {scale.dtype} {tuple(scale.shape)}, expected float32 [{out}, {cols // t.group_size}]")
+def result_of(report: dict[str, Any]) -> dict[str, Any]:
+    """The result event: the same figures whatever the method (stages/quantize.ts records them)."""
+    return {"ok": True, "method": report["method"], "files": report["files"], "totals": report["totals"],
+            "ternary_fraction_incl_embedding": report["ternary_fraction_incl_embedding"],
+            "ternary_fraction": report["allocation"]["ternary_fraction"]}
 
 
 def main(config: dict[str, Any]) -> dict[str, Any]:
-    from .capture import MODEL_METHODS, quantize_model  # model-level methods: calibration, GPTQ, KD
-
-    if str(config.get("method")) in MODEL_METHODS:
-        return quantize_model(config)
-    model_dir = Path(config["model_dir"])
-    source_json = Path(config.get("source_json") or model_dir.parent / "source.json")
-    origin = json.loads(source_json.read_text(encoding="utf-8"))["origin"] if source_json.exists() else {}
-    base_model = str(config.get("base_model") or origin.get("base_model") or model_dir.name)
-    revision = str(config.get("revision") or origin.get("revision") or "unknown")
-    log(f"quantize: {model_dir} -> {config['out_dir']} method={config['method']} g={config['group_size']}")
     try:
-        report = quantize_checkpoint(
-            model_dir,
-            Path(config["out_dir"]),
-            method=str(config["method"]),
-            group_size=int(config["group_size"]),
-            base_model=base_model,
-            revision=revision,
-            keep_float=tuple(config.get("keep_float", ())),
-            max_file_bytes=int(config.get("max_file_bytes", 2 << 30)),
-        )
+        method, g = config.get("method"), config.get("group_size")
+        if method not in METHOD_NAMES:
+            raise QuantizeError("unknown-method", f"unknown quantization method {method!r}", expected=sorted(METHOD_NAMES),
+                                actual=method)
+        if not isinstance(g, int) or isinstance(g, bool) or g < 4 or g % 4 != 0:
+            raise QuantizeError("bad-group-size", f"group size {g} is not a positive multiple of 4",
+                                expected="multiple of 4", actual=g)
+        try:
+            cfg, paths = parse(config)
+        except ConfigError as e:
+            raise QuantizeError("bad-config", str(e), problems=e.problems) from e
+        log(f"quantize: {paths.model_dir} -> {paths.out_dir} method={cfg.method} g={cfg.group_size}")
+        report = quantize(cfg, paths)
     except QuantizeError as e:
         log(str(e))
         emit("failure", reason=e.reason, message=str(e), **e.facts)
         return {"ok": False}
-    return {"ok": True, "files": report["files"], "totals": report["totals"], "ternary_fraction_incl_embedding": report["ternary_fraction_incl_embedding"]}
+    return result_of(report)

@@ -1,0 +1,216 @@
+"""The quantize stage's configuration, parsed once into frozen, typed sections.
+
+`parse(config)` takes what `stages/quantize.ts` hands the worker: the profile section
+(schemas/stages/quantize.schema.json; python/tests/test_quant_config.py checks that every section and key
+here is the schema's, with the same types, enums and defaults the schema allows) plus the paths the stage
+adds (model_dir, out_dir, source_json, calib_dir, work_dir). Every method reads its settings from the
+result; nothing else reads the dict. An unknown key, a wrong type or a value outside its range is a
+ConfigError naming every such key at once.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from typing import Any, get_args, get_origin, get_type_hints
+
+METHOD_NAMES = ("absmean", "none", "twn", "gptq", "gptq+kd")
+SEARCHES = ("exact", "grid")
+SCHEDULES = ("constant", "cosine")
+DTYPES = ("float32", "bfloat16", "float16")
+LATENT_DTYPE_NAMES = ("float32", "bfloat16")
+
+
+class ConfigError(ValueError):
+    def __init__(self, problems: list[str]):
+        super().__init__("quantize config: " + "; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class CalibrationConfig:
+    """Calibration batches drawn from fetch-calib's calibration role."""
+
+    seq_len: int = 256
+    sequences: int = 64
+    batch_size: int = 8
+
+
+@dataclass(frozen=True)
+class AllocationConfig:
+    """Float budget (floatplan.allocate): which further tensors stay float, by measured sensitivity."""
+
+    target_fraction: float = 0.955
+    min_relative_score: float = 2.0
+    sensitivity: bool = True
+
+
+@dataclass(frozen=True)
+class GPTQSection:
+    blocksize: int = 128
+    percdamp: float = 0.1
+    actorder: bool = True
+    scale_search: str = "exact"  # twn.group_scales search of each group's scale: exact | grid
+
+
+@dataclass(frozen=True)
+class TWNSection:
+    search: str = "exact"  # exact | grid
+
+
+@dataclass(frozen=True)
+class KDConfig:
+    """Distillation (distill.py): the training loop's settings and what its windows are made of."""
+
+    steps: int = 100
+    lr: float = 5e-3  # latent codes U (dimensionless: a code flips after moving ~0.5)
+    scale_lr: float = 5e-4  # scales, relative to their magnitude through Adam's normalisation
+    weight_decay: float = 0.0
+    temperature: float = 1.0
+    hidden_mse: float = 0.0  # weight of the hidden-state term; 0 disables it
+    batch_size: int = 4
+    checkpoint_every: int = 50
+    seed: int = 0  # the quantize section's seed (not a kd key)
+    grad_clip: float = 1.0
+    schedule: str = "constant"  # or "cosine"
+    warmup: int = 0
+    logit_chunk: int = 0  # > 0: the head and the KL run over this many positions at a time (chunked_kd_loss)
+    stop_weight: float = 0.0  # a position's KL counts 1 + stop_weight * p_teacher(end of turn) times
+    micro_batch: int = 0  # rows per forward/backward, gradients accumulated over batch_size / micro_batch; 0: batch_size
+    grad_checkpointing: bool = True  # recompute each decoder layer in the backward pass (keep only its input)
+    latent_dtype: str = "float32"  # or "bfloat16": U, its gradient and its Adam moments at half the bytes
+    seq_len: int = 0  # window length; 0: the calibration section's
+    sequences: int | None = None  # calibration-text windows; None: all there are
+    chat_prompts: int = 0
+    chat_self_prompts: int = 0
+    chat_max_new: int = 128
+
+
+NOT_PROFILE_KEYS = {KDConfig: ("seed",)}  # fields filled from elsewhere, not keys of the profile section
+
+
+@dataclass(frozen=True)
+class QuantizeConfig:
+    method: str
+    group_size: int
+    keep_float: tuple[str, ...] = ()
+    max_file_bytes: int = 2 << 30
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    allocation: AllocationConfig = field(default_factory=AllocationConfig)
+    gptq: GPTQSection = field(default_factory=GPTQSection)
+    twn: TWNSection = field(default_factory=TWNSection)
+    kd: KDConfig = field(default_factory=KDConfig)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """What the stage adds to the profile section."""
+
+    model_dir: str
+    out_dir: str
+    source_json: str | None = None
+    calib_dir: str | None = None
+    work_dir: str | None = None
+    base_model: str | None = None
+    revision: str | None = None
+
+
+SECTIONS = {"calibration": CalibrationConfig, "allocation": AllocationConfig, "gptq": GPTQSection,
+            "twn": TWNSection, "kd": KDConfig}
+ENUMS = {("", "method"): METHOD_NAMES, ("", "dtype"): DTYPES, ("gptq", "scale_search"): SEARCHES,
+         ("twn", "search"): SEARCHES, ("kd", "schedule"): SCHEDULES, ("kd", "latent_dtype"): LATENT_DTYPE_NAMES}
+MINIMUM = {("", "group_size"): 4, ("", "max_file_bytes"): 1024, ("", "seed"): 0, ("kd", "checkpoint_every"): 1,
+           ("kd", "batch_size"): 1,
+           ("kd", "chat_max_new"): 1, ("kd", "stop_weight"): 0}
+
+
+def _check(section: str, key: str, value: Any, hint: Any, problems: list[str]) -> Any:
+    where = f"{section}.{key}" if section else key
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is tuple:  # tuple[str, ...]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            problems.append(f"{where} must be a list of strings, not {value!r}")
+            return None
+        return tuple(value)
+    allowed = tuple(a for a in args if a is not type(None)) if args else (hint,)
+    if value is None and type(None) in args:
+        return None
+    ok = False
+    for t in allowed:
+        if t is bool:
+            ok = ok or isinstance(value, bool)
+        elif t is int:
+            ok = ok or (isinstance(value, int) and not isinstance(value, bool))
+        elif t is float:
+            ok = ok or (isinstance(value, (int, float)) and not isinstance(value, bool))
+        elif t is str:
+            ok = ok or isinstance(value, str)
+    if not ok:
+        problems.append(f"{where} must be {' or '.join(t.__name__ for t in allowed)}, not {value!r}")
+        return None
+    if float in allowed and isinstance(value, int):
+        value = float(value)
+    if (section, key) in ENUMS and value not in ENUMS[(section, key)]:
+        problems.append(f"{where} must be one of {list(ENUMS[(section, key)])}, not {value!r}")
+    if (section, key) in MINIMUM and value < MINIMUM[(section, key)]:
+        problems.append(f"{where} must be at least {MINIMUM[(section, key)]}, not {value!r}")
+    elif isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        problems.append(f"{where} must not be negative, not {value!r}")
+    return value
+
+
+def _section(name: str, cls: type, given: Any, problems: list[str]) -> dict[str, Any]:
+    if not isinstance(given, dict):
+        problems.append(f"{name} must be an object, not {given!r}")
+        return {}
+    hints = get_type_hints(cls)
+    keys = {f.name for f in fields(cls)} - set(NOT_PROFILE_KEYS.get(cls, ()))
+    out: dict[str, Any] = {}
+    for k, v in given.items():
+        if k not in keys:
+            problems.append(f"unknown key {name}.{k}")
+            continue
+        out[k] = _check(name, k, v, hints[k], problems)
+    return out
+
+
+PATH_KEYS = tuple(f.name for f in fields(Paths))
+
+
+def parse(config: dict[str, Any]) -> tuple[QuantizeConfig, Paths]:
+    """The profile section plus the stage's paths -> (QuantizeConfig, Paths); ConfigError lists every problem."""
+    problems: list[str] = []
+    hints = get_type_hints(QuantizeConfig)
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {}
+    for k, v in config.items():
+        if k in PATH_KEYS:
+            continue
+        if k in SECTIONS:
+            sections[k] = _section(k, SECTIONS[k], v, problems)
+        elif k in hints:
+            top[k] = _check("", k, v, hints[k], problems)
+        else:
+            problems.append(f"unknown key {k}")
+    for k in ("method", "group_size"):
+        if k not in config:
+            problems.append(f"missing key {k}")
+    if isinstance(top.get("group_size"), int) and top["group_size"] % 4 != 0:
+        problems.append(f"group_size must be a multiple of 4, not {top['group_size']}")
+    for k in ("model_dir", "out_dir"):
+        if not isinstance(config.get(k), str):
+            problems.append(f"missing path {k}")
+    if problems:
+        raise ConfigError(problems)
+    built = {k: SECTIONS[k](**v) for k, v in sections.items()}
+    cal = built.get("calibration", CalibrationConfig())
+    kd = built.get("kd", KDConfig())
+    kd = dataclasses.replace(kd, seed=top.get("seed", 0), seq_len=kd.seq_len or cal.seq_len)
+    mb = kd.micro_batch or kd.batch_size
+    if kd.batch_size <= 0 or mb <= 0 or kd.batch_size % mb != 0:
+        raise ConfigError([f"kd.micro_batch ({kd.micro_batch}) must divide kd.batch_size ({kd.batch_size})"])
+    cfg = QuantizeConfig(**top, **{**built, "kd": kd})
+    paths = Paths(**{k: (None if config.get(k) is None else str(config[k])) for k in PATH_KEYS if k in config})
+    return cfg, paths

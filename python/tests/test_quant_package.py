@@ -1,0 +1,166 @@
+"""The quantize package as one piece: its typed config is the schema's, every method runs through the same
+protocol and writer with the same evidence figures, and no module imports another that imports it back."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import typing
+from pathlib import Path
+
+import pytest
+from safetensors import safe_open
+
+from ternforge.calib import fetch
+from ternforge.quant import config as qc
+from ternforge.quant import run
+from ternforge.quant.methods import METHODS
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "schemas" / "stages" / "quantize.schema.json").read_text())
+JSON_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
+
+
+def _schema_type(hint) -> str | tuple:
+    if typing.get_origin(hint) is tuple:
+        return ("array", "string")
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return JSON_TYPES[args[0] if args else hint]
+
+
+def _check_section(cls, props: dict, section: str) -> None:
+    hints = typing.get_type_hints(cls)
+    keys = {f.name for f in dataclasses.fields(cls)} - set(qc.NOT_PROFILE_KEYS.get(cls, ())) - set(qc.SECTIONS)
+    assert keys == set(props) - set(qc.SECTIONS), f"{section or 'top level'}: fields and schema keys differ"
+    for f in dataclasses.fields(cls):
+        if f.name not in keys:
+            continue
+        prop = props[f.name]
+        enum = qc.ENUMS.get((section, f.name))
+        if "enum" in prop:
+            assert enum is not None and list(enum) == prop["enum"], f"{section}.{f.name}: enum"
+        else:
+            want = _schema_type(hints[f.name])
+            got = (prop["type"], prop["items"]["type"]) if prop["type"] == "array" else prop["type"]
+            assert got == want, f"{section}.{f.name}: schema {got}, config {want}"
+        if "minimum" in prop:
+            assert qc.MINIMUM.get((section, f.name), 0) == prop["minimum"], f"{section}.{f.name}: minimum"
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if default is not None and f.name not in ("seq_len",):
+            if enum is not None:
+                assert default in enum
+            if "minimum" in prop and not isinstance(default, tuple):
+                assert default >= prop["minimum"], f"{section}.{f.name}: default under the schema's minimum"
+
+
+def test_typed_config_is_the_schema() -> None:
+    """Every schema key is a typed field and every field (but those filled from elsewhere) a schema key,
+    with the same type, enum, minimum; defaults allowed by the schema."""
+    props = SCHEMA["properties"]
+    assert set(SCHEMA["required"]) == {"method", "group_size"}
+    _check_section(qc.QuantizeConfig, props, "")
+    for name, cls in qc.SECTIONS.items():
+        assert props[name]["additionalProperties"] is False
+        _check_section(cls, props[name]["properties"], name)
+    assert dataclasses.is_dataclass(qc.QuantizeConfig) and qc.QuantizeConfig.__dataclass_params__.frozen
+
+
+@pytest.mark.parametrize("profile", ["tiny", "smol", "qwen3.5-4b"])
+def test_every_shipped_profile_parses(profile: str) -> None:
+    section = json.loads((ROOT / "profiles" / f"{profile}.json").read_text())["stages"]["quantize"]
+    cfg, paths = qc.parse({**section, "model_dir": "m", "out_dir": "o"})
+    assert cfg.method == section["method"] and paths.model_dir == "m"
+    assert cfg.kd.seq_len == section.get("kd", {}).get("seq_len", cfg.calibration.seq_len)
+    assert cfg.kd.seed == section.get("seed", 0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.group_size = 64  # type: ignore[misc]
+
+
+def test_bad_config_names_every_problem_at_once() -> None:
+    with pytest.raises(qc.ConfigError) as e:
+        qc.parse({"method": "gptq", "group_size": 30, "model_dir": "m", "out_dir": "o", "colour": 1,
+                  "gptq": {"scale_search": True, "actorder": "yes"}, "twn": {"search": "fast"},
+                  "kd": {"checkpoint_every": 0, "latent_dtype": "int8", "lr": "big"}})
+    text = str(e.value)
+    for needle in ("group_size must be a multiple of 4", "unknown key colour", "gptq.scale_search",
+                   "gptq.actorder", "twn.search", "kd.checkpoint_every", "kd.latent_dtype", "kd.lr"):
+        assert needle in text, needle
+    with pytest.raises(qc.ConfigError, match="micro_batch"):
+        qc.parse({"method": "gptq+kd", "group_size": 32, "model_dir": "m", "out_dir": "o",
+                  "kd": {"batch_size": 16, "micro_batch": 3}})
+
+
+def _imports(path: Path) -> set[str]:
+    """Sibling modules of ternforge.quant that `path` imports, at module level or inside functions."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                out.add(node.module.split(".")[0])
+            else:
+                out.update(a.name for a in node.names)
+    return out
+
+
+def test_no_import_cycle_in_the_quant_package() -> None:
+    pkg = ROOT / "python" / "ternforge" / "quant"
+    mods = {p.stem for p in pkg.glob("*.py")}
+    graph = {m: _imports(pkg / f"{m}.py") & mods for m in mods}
+    assert "capture" not in mods and "policy" not in mods and "allocate" not in mods
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            assert state.get(n) != 1, f"import cycle: {' -> '.join(path + [m, n])}"
+            if n not in state:
+                visit(n, path + [m])
+        state[m] = 2
+
+    for m in sorted(mods):
+        if m not in state:
+            visit(m, [])
+
+
+@pytest.fixture(scope="module")
+def tiny_calib(tiny_fetch_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    profile = json.loads((ROOT / "profiles" / "tiny.json").read_text())
+    out = tmp_path_factory.mktemp("calib")
+    assert fetch.main({"model_dir": str(tiny_fetch_dir / "model"), "out": str(out),
+                       "sources": profile["stages"]["fetch-calib"]["sources"]})["ok"]
+    return out
+
+
+KEPT = "model.language_model.layers.3.self_attn.k_proj.weight"
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_through_the_same_protocol(method: str, tiny_fetch_dir: Path, tiny_calib: Path,
+                                                tmp_path: Path) -> None:
+    """One table, one protocol, one writer: keep_float and max_file_bytes honoured, and the same figures in
+    the result event (what stages/quantize.ts records) and the report, whatever the method."""
+    m = METHODS[method]
+    assert m.name == method and isinstance(m.calibrated, bool) and callable(m.run)
+    out = tmp_path / "q"
+    res = run.main({"method": method, "group_size": 32, "seed": 0, "keep_float": [r"layers\.3\.self_attn\.k_proj"],
+                    "max_file_bytes": 600_000, "calibration": {"seq_len": 64, "sequences": 8, "batch_size": 4},
+                    "kd": {"steps": 2, "batch_size": 4, "micro_batch": 2, "checkpoint_every": 1},
+                    "model_dir": str(tiny_fetch_dir / "model"), "calib_dir": str(tiny_calib),
+                    "work_dir": str(tmp_path / "kd"), "out_dir": str(out)})
+    assert set(res) == {"ok", "method", "files", "totals", "ternary_fraction_incl_embedding", "ternary_fraction"}
+    assert res["ok"] and res["method"] == method and len(res["files"]) > 1
+    index = json.loads((out / "index.json").read_text())
+    report = json.loads((out / "quantize_report.json").read_text())
+    assert index["files"] == res["files"] == report["files"] and report["totals"] == res["totals"]
+    assert index["tensors"][KEPT]["encoding"] == "float"
+    ternary = sorted(n for n, t in index["tensors"].items() if t["encoding"] == "ternary")
+    assert ternary == report["ternary_tensors"] and len(ternary) == res["totals"]["ternary_tensors"]
+    assert (len(ternary) == 0) == (method == "none")
+    if method != "none":
+        assert KEPT in report["allocation"]["forced_float"]
+        assert report["tensors"][KEPT]["why"] == "kept float by profile"
+        assert 0.85 < res["ternary_fraction_incl_embedding"] < res["ternary_fraction"] < 0.97
+    for name, entry in index["tensors"].items():
+        with safe_open(str(out / entry["file"]), framework="pt") as f:
+            keys = set(f.keys())
+        assert name in keys and ((name + ".scale") in keys) == (entry["encoding"] == "ternary")

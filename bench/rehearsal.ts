@@ -69,6 +69,9 @@ interface Row {
   wall_s: number;
   peak_rss_bytes: number;
   peak_process_rss_bytes: number;
+  /** Anonymous memory only (RssAnon): what must fit; the RSS figures include mmapped file pages. */
+  peak_anon_rss_bytes?: number;
+  peak_process_anon_rss_bytes?: number;
   figures: Record<string, unknown>;
   error?: string;
 }
@@ -92,12 +95,28 @@ function procTable(): Map<number, { ppid: number; rss: number }> {
   return out;
 }
 
-function treeRss(pid: number): { sum: number; max: number } {
+/** RssAnon and RssFile of one process, from /proc/<pid>/status (0 when it has ended). */
+function rssSplit(pid: number): { anon: number; file: number } {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) * 1024;
+    return { anon: kb('RssAnon'), file: kb('RssFile') + kb('RssShmem') };
+  } catch {
+    return { anon: 0, file: 0 };
+  }
+}
+
+/** Resident memory of the tree under `pid`: the sum (all, and anonymous only) and the largest process.
+ * File-backed pages (mmapped safetensors shards) count in RSS but the kernel can drop them; anonymous
+ * memory is what must fit. */
+function treeRss(pid: number): { sum: number; max: number; anonSum: number; anonMax: number } {
   const table = procTable();
   const children = new Map<number, number[]>();
   for (const [p, { ppid }] of table) children.set(ppid, [...(children.get(ppid) ?? []), p]);
   let sum = 0;
   let max = 0;
+  let anonSum = 0;
+  let anonMax = 0;
   const stack = [pid];
   while (stack.length > 0) {
     const p = stack.pop()!;
@@ -105,10 +124,13 @@ function treeRss(pid: number): { sum: number; max: number } {
     if (e !== undefined) {
       sum += e.rss;
       max = Math.max(max, e.rss);
+      const { anon } = rssSplit(p);
+      anonSum += anon;
+      anonMax = Math.max(anonMax, anon);
     }
     stack.push(...(children.get(p) ?? []));
   }
-  return { sum, max };
+  return { sum, max, anonSum, anonMax };
 }
 
 function gib(bytes: number): string {
@@ -116,7 +138,7 @@ function gib(bytes: number): string {
 }
 
 /** Run a command, its stderr passed through (the stages' own progress), sampling its tree's memory. */
-async function measured(label: string, cmd: string, args: string[]): Promise<{ code: number; stdout: string; wall_s: number; peak: number; peakProc: number }> {
+async function measured(label: string, cmd: string, args: string[]): Promise<{ code: number; stdout: string; wall_s: number; peak: number; peakProc: number; peakAnon: number; peakAnonProc: number }> {
   const t0 = Date.now();
   const child = spawn(cmd, args, { cwd: root, env: { ...process.env, PYTHONPATH: join(root, 'python') }, stdio: ['ignore', 'pipe', 'inherit'] });
   let stdout = '';
@@ -124,20 +146,24 @@ async function measured(label: string, cmd: string, args: string[]): Promise<{ c
   child.stdout.on('data', (d: string) => (stdout += d));
   let peak = 0;
   let peakProc = 0;
+  let peakAnon = 0;
+  let peakAnonProc = 0;
   let lastBeat = Date.now();
   const timer = setInterval(() => {
     if (child.pid === undefined) return;
     const r = treeRss(child.pid);
     peak = Math.max(peak, r.sum);
     peakProc = Math.max(peakProc, r.max);
+    peakAnon = Math.max(peakAnon, r.anonSum);
+    peakAnonProc = Math.max(peakAnonProc, r.anonMax);
     if (Date.now() - lastBeat >= 60_000) {
       lastBeat = Date.now();
-      process.stderr.write(`bench:rehearsal: ${label}: running ${((Date.now() - t0) / 1000).toFixed(0)} s, tree RSS now ${gib(r.sum)}, peak ${gib(peak)}\n`);
+      process.stderr.write(`bench:rehearsal: ${label}: running ${((Date.now() - t0) / 1000).toFixed(0)} s, tree RSS now ${gib(r.sum)} (anonymous ${gib(r.anonSum)}), peak ${gib(peak)} (anonymous ${gib(peakAnon)})\n`);
     }
   }, SAMPLE_MS);
   const code = await new Promise<number>((res) => child.on('close', (c) => res(c ?? 1)));
   clearInterval(timer);
-  return { code, stdout, wall_s: (Date.now() - t0) / 1000, peak, peakProc };
+  return { code, stdout, wall_s: (Date.now() - t0) / 1000, peak, peakProc, peakAnon, peakAnonProc };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -254,9 +280,11 @@ function write(done: boolean): void {
     `Started ${started}${done ? `, finished ${doc.finished}` : ' (in progress or stopped)'}; ${cpus().length} CPUs, ${gib(totalmem())} RAM, shared with other jobs. Quantize: absmean.`,
     `Expected audit (from config.json): ${expected ? `${expected.params.toLocaleString('en-US')} params in ${expected.tensors} tensors` : 'n/a'}.${problems.length > 0 ? ` Problems: ${problems.join('; ')}` : ''}`,
     '',
-    '| stage | ok | wall time | peak RSS (tree) | peak RSS (one process) | key figures |',
-    '|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.stage} | ${r.ok ? 'yes' : 'no'} | ${r.wall_s.toFixed(1)} s | ${gib(r.peak_rss_bytes)} | ${gib(r.peak_process_rss_bytes)} | ${fmtFig(r)} |`),
+    '| stage | ok | wall time | peak RSS (tree) | of it anonymous | peak RSS (one process) | key figures |',
+    '|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.stage} | ${r.ok ? 'yes' : 'no'} | ${r.wall_s.toFixed(1)} s | ${gib(r.peak_rss_bytes)} | ${r.peak_anon_rss_bytes !== undefined ? gib(r.peak_anon_rss_bytes) : 'n/a'} | ${gib(r.peak_process_rss_bytes)} | ${fmtFig(r)} |`),
+    '',
+    'Peak RSS is the largest sum over the stage\'s process tree, sampled from /proc every 200 ms; it counts the pages of mmapped files (safetensors shards), which the kernel can drop. "Of it anonymous" is the peak of the tree\'s RssAnon: the memory that must fit.',
     '',
   ];
   writeFileSync(mdPath, lines.join('\n'));
@@ -284,7 +312,7 @@ async function main(): Promise<number> {
       const m = await measured(step, python, ['-m', 'ternforge.sources.tiny', 'snapshot', '--shape', 'qwen3.5-4b', '--layers', String(layers), '--out', snapshotDir]);
       const result = m.stdout.split('\n').filter((l) => l.includes('"result"')).map((l) => JSON.parse(l) as Record<string, unknown>)[0] ?? {};
       revision = String(result['revision'] ?? '');
-      row = { stage: step, ok: m.code === 0 && revision !== '', wall_s: m.wall_s, peak_rss_bytes: m.peak, peak_process_rss_bytes: m.peakProc, figures: { ...result, bytes_written: duBytes(join(snapshotDir, 'model')) } };
+      row = { stage: step, ok: m.code === 0 && revision !== '', wall_s: m.wall_s, peak_rss_bytes: m.peak, peak_process_rss_bytes: m.peakProc, peak_anon_rss_bytes: m.peakAnon, peak_process_anon_rss_bytes: m.peakAnonProc, figures: { ...result, bytes_written: duBytes(join(snapshotDir, 'model')) } };
       if (!row.ok) row.error = `generator exit ${m.code}`;
     } else {
       const sets = [`fetch-model.local_path=${join(snapshotDir, 'model')}`, `fetch-model.revision=${revision}`];
@@ -297,7 +325,7 @@ async function main(): Promise<number> {
         // no JSON: the CLI failed before running
       }
       const ok = m.code === 0 && report.ok === true;
-      row = { stage: step, ok, wall_s: m.wall_s, peak_rss_bytes: m.peak, peak_process_rss_bytes: m.peakProc, figures: figuresOf(step, ok ? evidence(step) : {}) };
+      row = { stage: step, ok, wall_s: m.wall_s, peak_rss_bytes: m.peak, peak_process_rss_bytes: m.peakProc, peak_anon_rss_bytes: m.peakAnon, peak_process_anon_rss_bytes: m.peakAnonProc, figures: figuresOf(step, ok ? evidence(step) : {}) };
       if (!ok) row.error = report.failure !== undefined ? JSON.stringify(report.failure).slice(0, 4000) : `exit ${m.code}: ${m.stdout.slice(-2000)}`;
     }
     if (step === 'generate' && row.ok) {

@@ -40,6 +40,9 @@ const FULL_LAYERS = 32;
 const FULL_AUDITED_PARAMS = 3_570_052_096;
 const FULL_AUDITED_TENSORS = 425;
 const SAMPLE_MS = 200;
+/** What the smoke figures mean on random weights (printed under the table). */
+const NOTES =
+  'smoke-serve: the checkpoint carries the tiny tokenizer (448 tokens) under the real config\'s 248,320-row vocabulary, so nearly every id the random model samples decodes to nothing and the controller returns its fallback text; the tokens/s counts the completion tokens (the engine\'s and the short closing phrase\'s). max_tokens is 16 because at 4 the controller\'s closing phrase leaves no token for the engine and no forward pass runs.';
 
 const { values: opts } = parseArgs({
   options: {
@@ -285,6 +288,8 @@ function write(done: boolean): void {
     ...rows.map((r) => `| ${r.stage} | ${r.ok ? 'yes' : 'no'} | ${r.wall_s.toFixed(1)} s | ${gib(r.peak_rss_bytes)} | ${r.peak_anon_rss_bytes !== undefined ? gib(r.peak_anon_rss_bytes) : 'n/a'} | ${gib(r.peak_process_rss_bytes)} | ${fmtFig(r)} |`),
     '',
     'Peak RSS is the largest sum over the stage\'s process tree, sampled from /proc every 200 ms; it counts the pages of mmapped files (safetensors shards), which the kernel can drop. "Of it anonymous" is the peak of the tree\'s RssAnon: the memory that must fit.',
+    '',
+    NOTES,
     '',
   ];
   writeFileSync(mdPath, lines.join('\n'));

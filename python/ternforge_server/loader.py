@@ -294,7 +294,8 @@ def load_model(submission_dir: str | Path, device: str | torch.device = "auto",
 
     t0 = time.perf_counter()
     weights: dict[str, torch.Tensor] = {}
-    for name, (entry, got) in raw.items():
+    for name in list(raw):
+        entry, got = raw.pop(name)  # its packed bytes go as its weight arrives: peak = weights + one tensor's input
         shape = [int(x) for x in entry["shape"]]
         target = model_name_for(name)
         want_dtype = torch.float32 if any(k in target for k in keep_fp32) else cdtype

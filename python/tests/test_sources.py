@@ -96,6 +96,57 @@ def test_tiny_layout_matches_qwen3_5(tiny_fetch_dir: Path) -> None:
         assert f["sha256"] == sha256_file(model / f["path"]) and f["size"] == (model / f["path"]).stat().st_size
 
 
+def test_tiny_generator_at_the_real_width_has_qwen3_5_4b_audited_counts() -> None:
+    """The rehearsal's shape: Qwen3.5-4B's config, so its text tensors (without the input embedding) are
+    DESIGN.md section 4's audited set, 3,570,052,096 parameters in 425 tensors; built on the meta device."""
+    from ternforge.sources.tiny import QWEN35_4B, build_config, shape_named, tensor_specs
+    from ternforge.sources.tiny_tokenizer import build_tokenizer
+
+    tok = build_tokenizer()
+    config = build_config(QWEN35_4B, tok.ids, QWEN35_4B.vocab_size)
+    text = config["text_config"]
+    assert (text["vocab_size"], text["hidden_size"], text["intermediate_size"], text["num_hidden_layers"]) == (248320, 2560, 9216, 32)
+    assert text["rope_parameters"]["mrope_section"] == [11, 11, 10] and text["layer_types"][:4] == ["linear_attention"] * 3 + ["full_attention"]
+    specs = {s.name: s.shape for s in tensor_specs(config, QWEN35_4B)}
+    audited = {n: shape for n, shape in specs.items() if n.startswith("model.language_model.") and "embed_tokens" not in n}
+    assert len(audited) == 425 and sum(int(np.prod(shape)) for shape in audited.values()) == 3_570_052_096
+    assert specs["model.language_model.embed_tokens.weight"] == (248320, 2560)
+    assert specs["model.language_model.layers.0.linear_attn.in_proj_qkv.weight"] == (8192, 2560)
+    assert specs["model.language_model.layers.3.self_attn.q_proj.weight"] == (8192, 2560)
+    assert specs["mtp.fc.weight"] == (2560, 5120) and specs["model.visual.blocks.0.attn.qkv.weight"] == (3456, 1152)
+    assert shape_named("qwen3.5-4b", layers=2).num_hidden_layers == 2
+    with pytest.raises(ValueError, match="unknown shape"):
+        shape_named("qwen3.5-9b")
+
+
+def test_tiny_draw_in_chunks_gives_the_same_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big tensors are drawn in chunks (no float64 copy of a 635M-value embedding); the values are the
+    same as one draw, so the tiny checkpoint's bytes do not depend on the chunk size."""
+    from ternforge.sources import tiny
+
+    names = [("model.language_model.layers.0.mlp.up_proj.weight", (96, 64)), ("model.language_model.layers.0.linear_attn.A_log", (1000,)), ("model.language_model.embed_tokens.weight", (37, 64))]
+    whole = [tiny.draw(n, shape, 3) for n, shape in names]
+    monkeypatch.setattr(tiny, "_CHUNK", 100)
+    for (n, shape), w in zip(names, whole):
+        assert torch.equal(tiny.draw(n, shape, 3), w), n
+
+
+def test_tiny_snapshot_cli_writes_a_revision_fetch_model_copies(tmp_path: Path) -> None:
+    out = tmp_path / "snap"
+    cmd = [sys.executable, "-m", "ternforge.sources.tiny", "snapshot", "--out", str(out), "--max-shard-bytes", "2000000"]
+    r = subprocess.run(cmd, cwd=REPO_PYTHON, capture_output=True, text=True, check=True)
+    result = [e for e in _events(r.stdout) if e["event"] == "result"][0]
+    assert (out / "model" / "REVISION").read_text().strip() == result["revision"] and len(result["revision"]) == 40
+    assert result["reused"] is False and result["tensor_count"] == 103
+    again = subprocess.run(cmd, cwd=REPO_PYTHON, capture_output=True, text=True, check=True)
+    assert [e for e in _events(again.stdout) if e["event"] == "result"][0]["reused"] is True
+    record = hub.fetch(tmp_path / "fetched", repo="ternforge/rehearsal", revision=result["revision"], local_path=str(out / "model"))
+    assert record["tensor_count"] == 103 and record["origin"]["kind"] == "local"
+    assert not (tmp_path / "fetched" / "model" / "REVISION").exists()
+    bad = subprocess.run([*cmd[:4], "--layers", "0", "--out", str(tmp_path / "x")], cwd=REPO_PYTHON, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--layers must be at least 1" in bad.stderr
+
+
 def test_tiny_loads_and_generates_with_the_think_convention(tiny_fetch_dir: Path) -> None:
     from transformers import AutoConfig, AutoTokenizer, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration
 

@@ -6,11 +6,21 @@ full-attention layers in the 3:1 pattern, SwiGLU MLPs, zero-centred RMSNorms, ti
 same structure, bf16 like the real one. Every `in` of a linear layer is a multiple of 64, so g=32 and g=64
 both divide it. Same seed, same bytes: each tensor is drawn from its own numpy PCG64 stream keyed by
 (seed, tensor name), independent of order.
+
+The same generator at the real width (`SHAPES["qwen3.5-4b"]`: Qwen3.5-4B's config.json values, vocabulary
+248,320) writes the full-size random checkpoint of the CPU rehearsal (`npm run bench:rehearsal`), as a
+directory with a REVISION file that fetch-model's local mode copies like a hub snapshot:
+
+    python -m ternforge.sources.tiny snapshot --shape qwen3.5-4b [--layers N] --out DIR [--seed 0]
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import hashlib
+import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +57,46 @@ class TinyShape:
     vision_intermediate_size: int = 128
     vision_num_heads: int = 2
     vision_num_position_embeddings: int = 64
+    vocab_size: int | None = None  # None: the tiny tokenizer's own vocabulary
+    mrope_section: tuple[int, int, int] | None = None  # None: derived from head_dim
+
+
+# Qwen/Qwen3.5-4B's config.json values (DESIGN.md section 4; the vision tower as transformers' Qwen3.5 default).
+QWEN35_4B = TinyShape(
+    hidden_size=2560,
+    intermediate_size=9216,
+    num_hidden_layers=32,
+    full_attention_interval=4,
+    num_attention_heads=16,
+    num_key_value_heads=4,
+    head_dim=256,
+    linear_num_key_heads=16,
+    linear_num_value_heads=32,
+    linear_key_head_dim=128,
+    linear_value_head_dim=128,
+    linear_conv_kernel_dim=4,
+    vision_depth=27,
+    vision_hidden_size=1152,
+    vision_intermediate_size=4304,
+    vision_num_heads=16,
+    vision_num_position_embeddings=2304,
+    vocab_size=248320,
+    mrope_section=(11, 11, 10),
+)
+
+SHAPES: dict[str, TinyShape] = {"tiny": TinyShape(), "qwen3.5-4b": QWEN35_4B}
+
+
+def shape_named(name: str, layers: int | None = None) -> TinyShape:
+    """A named shape, optionally with fewer (or more) text layers; the 3:1 layer pattern is kept."""
+    if name not in SHAPES:
+        raise ValueError(f"unknown shape {name!r}; known: {sorted(SHAPES)}")
+    shape = SHAPES[name]
+    if layers is not None:
+        if layers < 1:
+            raise ValueError(f"--layers must be at least 1, got {layers}")
+        shape = dataclasses.replace(shape, num_hidden_layers=layers)
+    return shape
 
 
 def build_config(shape: TinyShape, token_ids: dict[str, int], vocab_size: int) -> dict[str, Any]:
@@ -56,7 +106,7 @@ def build_config(shape: TinyShape, token_ids: dict[str, int], vocab_size: int) -
         "full_attention" if (i + 1) % s.full_attention_interval == 0 else "linear_attention" for i in range(s.num_hidden_layers)
     ]
     rotary_half = s.head_dim // 4 // 2  # partial_rotary_factor 0.25; mrope sections split the rotary half
-    mrope = [rotary_half - 2 * (rotary_half // 3), rotary_half // 3, rotary_half // 3]
+    mrope = list(s.mrope_section) if s.mrope_section else [rotary_half - 2 * (rotary_half // 3), rotary_half // 3, rotary_half // 3]
     return {
         "architectures": ["Qwen3_5ForConditionalGeneration"],
         "image_token_id": token_ids["<|image_pad|>"],
@@ -194,27 +244,37 @@ _KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
+# Values are drawn in chunks of this many, so a full-width tensor (the 635M-value embedding) never has a
+# float64 copy in memory; a PCG64 stream drawn in chunks yields the same values as in one call.
+_CHUNK = 1 << 24
+
+
+def _values(kind: str, rng: np.random.Generator, n: int, shape: tuple[int, ...]) -> np.ndarray:
+    if kind == "a_log":
+        return np.log(rng.uniform(1.0, 16.0, n))
+    x = rng.standard_normal(n)
+    if kind in ("dt_bias", "one_centred"):
+        return 1.0 + 0.1 * x
+    if kind == "zero_centred":
+        return 0.1 * x
+    if kind == "bias":
+        return 0.02 * x
+    if kind == "embedding":
+        return 0.5 * x
+    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
+    return x / np.sqrt(fan_in)
+
+
 def draw(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     """One tensor's values: a pure function of (seed, name, shape)."""
     kind = next(k for pattern, k in _KINDS if re.search(pattern, name))
     rng = _rng(seed, name)
     n = int(np.prod(shape))
-    if kind == "a_log":
-        x = np.log(rng.uniform(1.0, 16.0, n))
-    elif kind == "dt_bias":
-        x = 1.0 + 0.1 * rng.standard_normal(n)
-    elif kind == "one_centred":
-        x = 1.0 + 0.1 * rng.standard_normal(n)
-    elif kind == "zero_centred":
-        x = 0.1 * rng.standard_normal(n)
-    elif kind == "bias":
-        x = 0.02 * rng.standard_normal(n)
-    elif kind == "embedding":
-        x = 0.5 * rng.standard_normal(n)
-    else:
-        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
-        x = rng.standard_normal(n) / np.sqrt(fan_in)
-    return torch.from_numpy(x.astype(np.float32).reshape(shape)).to(torch.bfloat16)
+    out = torch.empty(n, dtype=torch.bfloat16)
+    for start in range(0, n, _CHUNK):
+        m = min(_CHUNK, n - start)
+        out[start : start + m] = torch.from_numpy(_values(kind, rng, m, shape).astype(np.float32)).to(torch.bfloat16)
+    return out.reshape(shape)
 
 
 def generate(out_dir: Path, seed: int = 0, max_shard_bytes: int = 2_000_000, shape: TinyShape = TinyShape()) -> dict[str, Any]:
@@ -222,7 +282,7 @@ def generate(out_dir: Path, seed: int = 0, max_shard_bytes: int = 2_000_000, sha
     model_dir = out_dir / "model"
     model_dir.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer()
-    config = build_config(shape, tok.ids, tok.vocab_size)
+    config = build_config(shape, tok.ids, shape.vocab_size or tok.vocab_size)
     specs = tensor_specs(config, shape)
     log(f"tiny: {len(specs)} tensors, vocab {tok.vocab_size}, hidden {shape.hidden_size}, layers {shape.num_hidden_layers}")
 
@@ -256,3 +316,50 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     record = generate(out_dir, seed=int(config.get("seed", 0)), max_shard_bytes=int(config.get("max_shard_bytes", 2_000_000)))
     emit("files", files=record["files"])
     return {"source": "tiny", "tensor_count": record["tensor_count"], "total_size": record["total_size"], "origin": record["origin"]}
+
+
+def snapshot_revision(shape: TinyShape, seed: int) -> str:
+    """A 40-hex id of what the generator writes (its version, the shape, the seed): the snapshot's REVISION."""
+    key = {"generator": GENERATOR, "version": GENERATOR_VERSION, "shape": dataclasses.asdict(shape), "seed": seed}
+    return hashlib.sha1(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def snapshot(out_dir: Path, shape: TinyShape, seed: int, max_shard_bytes: int) -> dict[str, Any]:
+    """Generate into `<out_dir>/model/` plus a REVISION file, so fetch-model's local mode copies it like a hub
+    snapshot. An existing complete snapshot of the same revision is kept (the generator is deterministic)."""
+    revision = snapshot_revision(shape, seed)
+    model_dir = out_dir / "model"
+    marker = model_dir / "REVISION"
+    if marker.is_file() and marker.read_text(encoding="utf-8").strip() == revision and (out_dir / "source.json").is_file():
+        record = json.loads((out_dir / "source.json").read_text(encoding="utf-8"))
+        log(f"tiny snapshot: {model_dir} already holds revision {revision}")
+        reused = True
+    else:
+        marker.unlink(missing_ok=True)
+        record = generate(out_dir, seed=seed, max_shard_bytes=max_shard_bytes, shape=shape)
+        write_text(marker, revision + "\n")  # last: its presence means the snapshot is complete
+        reused = False
+    return {"model_dir": str(model_dir), "revision": revision, "tensor_count": record["tensor_count"],
+            "total_size": record["total_size"], "reused": reused}
+
+
+def _cli(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ternforge.sources.tiny")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sp = sub.add_parser("snapshot", help="write a generated checkpoint as a local snapshot directory with a REVISION file")
+    sp.add_argument("--shape", default="tiny", choices=sorted(SHAPES))
+    sp.add_argument("--layers", type=int, default=None, help="text layers (default: the shape's own)")
+    sp.add_argument("--out", required=True, type=Path)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--max-shard-bytes", type=int, default=4_000_000_000)
+    args = ap.parse_args(argv)
+    try:
+        shape = shape_named(args.shape, args.layers)
+    except ValueError as e:
+        ap.error(str(e))
+    emit("result", **snapshot(args.out, shape, args.seed, args.max_shard_bytes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_cli(sys.argv[1:]))

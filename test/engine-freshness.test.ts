@@ -1,5 +1,5 @@
 /** Freshness, early cutoff, run cache, status --why, dry-run, force, links and gc: the real CLI on a toy chain a -> b -> c, a -> d. */
-import { lstatSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, lstatSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { actions, Rig } from './fixtures/engine/rig.ts';
@@ -131,11 +131,18 @@ describe('freshness', () => {
   test('top-level links point at the current outputs; gc frees what no lock references', async () => {
     await rig.run('all');
     expect(JSON.parse(readFileSync(join(rig.workdir, 'result'), 'utf8')).stage).toBe('c');
-    // dist/<profile> is a real directory of hard links to c's stored outputs, without its evidence record.
+    // dist/<profile> is a real directory of copies of c's stored outputs, without its evidence record.
     const published = join(rig.workdir, 'dist', 'tiny');
     expect(lstatSync(published).isDirectory()).toBe(true);
     expect(readdirSync(published).sort()).toEqual(readdirSync(join(rig.workdir, '.ternforge/tiny/c/outputs')).filter((f) => f !== 'evidence.json').sort());
-    expect(statSync(join(published, 'result.json')).ino).toBe(statSync(join(rig.workdir, '.ternforge/tiny/c/outputs/result.json')).ino);
+    const stored = join(rig.workdir, '.ternforge/tiny/c/outputs/result.json');
+    expect(statSync(join(published, 'result.json')).ino).not.toBe(statSync(stored).ino);
+    expect(readFileSync(join(published, 'result.json'))).toEqual(readFileSync(stored));
+    // Editing a file under dist/ leaves the store byte-identical (an append through a hard link would not).
+    const before = readFileSync(stored);
+    appendFileSync(join(published, 'result.json'), 'x');
+    writeFileSync(join(published, 'extra'), 'y');
+    expect(readFileSync(stored)).toEqual(before);
     rig.setParams('d', { value: 'other' });
     await rig.run('all');
     const gc = await rig.run('gc');

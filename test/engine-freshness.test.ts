@@ -1,5 +1,6 @@
 /** Freshness, early cutoff, run cache, status --why, dry-run, force, links and gc: the real CLI on a toy chain a -> b -> c, a -> d. */
 import { appendFileSync, lstatSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { actions, Rig } from './fixtures/engine/rig.ts';
@@ -149,5 +150,17 @@ describe('freshness', () => {
     expect(gc.code).toBe(0);
     expect(gc.stdout).toMatch(/^removed store\/d\/[0-9a-f]{64}\nremoved runs\/[0-9a-f]{2}\/[0-9a-f]{64}\.json\nfreed [0-9.]+ (B|KiB) \(1 store dirs, 1 run-cache entries\)\n$/);
     expect(actions(await rig.json('all'))).toEqual({ a: 'fresh', b: 'fresh', c: 'fresh', d: 'fresh' });
+  });
+
+  test('evidence records name no path of the build machine (workdir, repository, home, temp)', async () => {
+    await rig.run('all');
+    const records = readdirSync(join(rig.workdir, '.ternforge/tiny')).filter((st) => rig.exists(`.ternforge/tiny/${st}/evidence.json`));
+    expect(records.length).toBeGreaterThan(2);
+    for (const st of records) {
+      const text = rig.read(`.ternforge/tiny/${st}/evidence.json`);
+      const { command, log, summary } = JSON.parse(text) as { command: string[]; log: string[]; summary: unknown };
+      const shown = JSON.stringify({ command, log, summary });
+      for (const host of [rig.workdir, rig.root, rig.base, tmpdir(), homedir(), process.execPath]) expect(shown, `${st}: ${host}`).not.toContain(host);
+    }
   });
 });

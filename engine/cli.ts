@@ -32,6 +32,8 @@ export interface ExtraCommand {
   description: string;
   /** Commander argument syntax, e.g. `<dir>` or `[files...]`. */
   argument?: string;
+  /** The command takes `--json`: commander reads `--json` anywhere as the global option, so it is passed on. */
+  json?: boolean;
   run(args: string[]): Promise<number>;
 }
 
@@ -135,8 +137,9 @@ export async function runCli(pipeline: PipelineDecl, options: CliOptions): Promi
   for (const extra of options.commands ?? []) {
     const cmd = program.command(extra.name).description(extra.description);
     if (extra.argument !== undefined) cmd.argument(extra.argument);
+    cmd.allowUnknownOption().allowExcessArguments(); // the command parses its own options
     cmd.action(async () => {
-      code = await extra.run(cmd.args);
+      code = await extra.run(extra.json === true && globals().json === true ? [...cmd.args, '--json'] : cmd.args);
     });
   }
   program

@@ -5,7 +5,7 @@
  * entry LAST. A failed or interrupted stage leaves the previous outputs, record and lock untouched.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { arch, availableParallelism, platform } from 'node:os';
+import { arch, availableParallelism, homedir, platform, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { EvidenceRecord } from '../schemas/generated/evidence-record.ts';
 import type { OutputListing } from '../schemas/generated/output-listing.ts';
@@ -168,21 +168,22 @@ async function runOne(s: Session, ev: Evaluation, o: RunOptions): Promise<RunOne
     listing = listed.value;
     digest = listingDigest(listing);
   }
+  setEvidenceRoots(s.root, s.ws.workdir);
   const record: EvidenceRecord = {
     schema: 1,
     stage,
     profile: s.profile.name,
     key: ev.key,
     keyData: ev.keyData as EvidenceRecord['keyData'],
-    command: [...process.argv],
+    command: process.argv.map(hostFree),
     outputMode: mode,
     outputDigest: digest,
     outputs: listing,
     startedAt,
     endedAt: new Date().toISOString(),
     host: { os: `${platform()}`, arch: arch(), cpus: availableParallelism(), node: process.version },
-    log,
-    summary: outcome.value.summary ?? {},
+    log: log.map(hostFree),
+    summary: scrubHostPaths(outcome.value.summary ?? {}) as EvidenceRecord['summary'],
   };
   if (mode !== 'in-place') {
     const dest = await commitToStore(s.ws, stage, out, digest, s.hasher);
@@ -193,4 +194,31 @@ async function runOne(s: Session, ev: Evaluation, o: RunOptions): Promise<RunOne
   // Last: the lock entry that says these outputs are current.
   s.lock.set(stage, { key: ev.key, keyData: record.keyData, outputDigest: digest, outputMode: mode });
   return ok({ digest, stageMs });
+}
+
+/**
+ * An evidence record holds no path of the build machine: the repository becomes `.`, the workdir
+ * `<workdir>`, the home directory `~`, the temp directory `<tmp>`, and the node binary its name. Two
+ * builds on two machines then differ only where their work did. (keyData is left as computed: freshness
+ * compares it.)
+ */
+let hostPrefixes: Array<[string, string]> | null = null;
+export function setEvidenceRoots(root: string, workdir: string): void {
+  hostPrefixes = [[workdir, '<workdir>'], [root, '.'], [homedir(), '~'], [tmpdir(), '<tmp>']]
+    .filter(([p]) => p.length > 1)
+    .sort((a, b) => b[0].length - a[0].length) as Array<[string, string]>;
+}
+
+export function hostFree(text: string): string {
+  if (text === process.execPath) return 'node';
+  let out = text;
+  for (const [prefix, name] of hostPrefixes ?? []) out = out.split(prefix).join(name);
+  return out;
+}
+
+export function scrubHostPaths(value: unknown): unknown {
+  if (typeof value === 'string') return hostFree(value);
+  if (Array.isArray(value)) return value.map(scrubHostPaths);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, scrubHostPaths(v)]));
+  return value;
 }

@@ -1,14 +1,16 @@
 /**
- * Published trees: `<workdir>/<dest>` (e.g. `dist/tiny`) as a hard-link mirror of a stage's current
- * outputs, refreshed after every run, so the submission sits at a stable path even when its stage was
- * fresh or restored from the run cache. A real directory, not a symlink: a program run from it (serve.sh
- * writes its venv beside itself) must not be able to change the content store. Built beside the
+ * Published trees: `<workdir>/<dest>` (e.g. `dist/tiny`) as a copy of a stage's current outputs
+ * (reflinked where the filesystem can, `COPYFILE_FICLONE`, else copied), refreshed after every run, so the
+ * submission sits at a stable path even when its stage was fresh or restored from the run cache. A real
+ * directory of its own files, neither a symlink nor hard links: editing a file under dist/ (or a program
+ * run from it: serve.sh writes its venv beside itself) must not be able to change the content store, whose
+ * files must never change under their digest. Read-only permissions would not do: root writes anyway. Built beside the
  * destination and swapped in by rename. Which output digest each destination mirrors is recorded in
  * `.ternforge/<profile>/published.json`; a destination that is not recorded there is never replaced.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs';
+import { constants, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { linkOrCopy, listFiles } from './files.ts';
+import { listFiles } from './files.ts';
 import { randomSuffix, writeFileAtomicSync } from './fs-atomic.ts';
 import { currentOutputs, EVIDENCE_FILE, type Workspace } from './store.ts';
 
@@ -39,7 +41,7 @@ export function refreshPublished(ws: Workspace, profile: string, publish: Readon
       for (const f of listFiles(src)) {
         if (f === EVIDENCE_FILE) continue;
         mkdirSync(dirname(join(tmp, f)), { recursive: true });
-        linkOrCopy(join(src, f), join(tmp, f));
+        copyFileSync(join(src, f), join(tmp, f), constants.COPYFILE_FICLONE); // keeps the mode (serve.sh's x bit)
       }
       const old = `${dest}.old-${randomSuffix()}`;
       if (existsSync(dest)) renameSync(dest, old);

@@ -1,7 +1,10 @@
 /**
- * One run per workspace: `.ternforge/run.lock` holds {pid, hostname, command, since}. It is created
- * atomically (written to a temp file, then hard-linked into place, which fails when it exists), so a
- * reader never sees half a lock. A lock whose owner pid is dead on this host is taken over.
+ * One run per workspace: `.ternforge/run.lock` holds {pid, hostname, command, since, start_time, boot_id}.
+ * It is created atomically (written to a temp file, then hard-linked into place, which fails when it
+ * exists), so a reader never sees half a lock. A lock of this host is taken over when its owner is gone:
+ * the pid is dead, or it is alive but another process (its start time, /proc/<pid>/stat field 22, differs:
+ * the pid was reused), or the lock was written in another boot (boot id differs: after a reboot or a
+ * container restart a pid names nothing of ours).
  */
 import { linkSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -11,6 +14,38 @@ import type { Failure } from './failure.ts';
 import { randomSuffix } from './fs-atomic.ts';
 import { ENGINE_SCHEMAS, readJsonFile, type SchemaSet } from './json-io.ts';
 import { err, ok, type Result } from './result.ts';
+
+/** /proc/<pid>/stat field 22 (start time in clock ticks since boot), or null when unknown. */
+export function processStartTime(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces and parentheses): state is field 3.
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const v = rest[22 - 3];
+    return v !== undefined && /^[0-9]+$/.test(v) ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** This boot's id, or null where the kernel does not tell. */
+export function bootId(): string | null {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+/** Why the owner of a lock of this host no longer holds it, or null when it (as far as we can tell) does. */
+function ownerGone(owner: WorkspaceLock): string | null {
+  const boot = bootId();
+  if (owner.boot_id !== undefined && boot !== null && owner.boot_id !== boot) return `process ${owner.pid} of an earlier boot`;
+  if (!alive(owner.pid)) return `dead process ${owner.pid}`;
+  const started = processStartTime(owner.pid);
+  if (owner.start_time !== undefined && started !== null && started !== owner.start_time) return `process ${owner.pid}, now another process (started at tick ${started}, not ${owner.start_time})`;
+  return null;
+}
 
 function alive(pid: number): boolean {
   try {
@@ -36,7 +71,9 @@ export interface AcquireOptions {
 
 export async function acquireWorkspaceLock(path: string, schemas: SchemaSet, opts: AcquireOptions): Promise<Result<HeldLock, Failure>> {
   mkdirSync(dirname(path), { recursive: true });
-  const mine: WorkspaceLock = { pid: process.pid, hostname: hostname(), command: opts.command, since: new Date().toISOString() };
+  const start = processStartTime(process.pid);
+  const boot = bootId();
+  const mine: WorkspaceLock = { pid: process.pid, hostname: hostname(), command: opts.command, since: new Date().toISOString(), ...(start !== null ? { start_time: start } : {}), ...(boot !== null ? { boot_id: boot } : {}) };
   const text = JSON.stringify(mine, null, 2) + '\n';
   let announcedWait = false;
   for (;;) {
@@ -59,8 +96,9 @@ export async function acquireWorkspaceLock(path: string, schemas: SchemaSet, opt
       continue;
     }
     const owner = read.value!;
-    if (owner.hostname === mine.hostname && !alive(owner.pid)) {
-      opts.note(`taking over the workspace lock of dead process ${owner.pid} (${owner.command}, since ${owner.since})`);
+    const gone = owner.hostname === mine.hostname ? ownerGone(owner) : null;
+    if (gone !== null) {
+      opts.note(`taking over the workspace lock of ${gone} (${owner.command}, since ${owner.since})`);
       // Only remove it if it is still the same dead owner's lock (another run may have taken it over).
       const again = readJsonFile<WorkspaceLock>(path, schemas, ENGINE_SCHEMAS.workspaceLock);
       if (again.ok && again.value !== null && again.value.pid === owner.pid && again.value.since === owner.since) rmSync(path, { force: true });

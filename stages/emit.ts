@@ -12,19 +12,24 @@ import { join } from 'node:path';
 import { SchemaSet } from '../engine/json-io.ts';
 import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
+import { loadSourceCheckpoint } from '../lib/audit/source.ts';
 import { assembleSubmission } from '../lib/submission/assemble.ts';
 import type { EmitParams } from '../schemas/generated/emit.ts';
 
 export const stage = defineStage<EmitParams>({
   name: 'emit',
   summary: 'Assemble the self-contained submission directory (published with the evidence at dist/<profile>/)',
-  code: ['stages/emit.ts', 'lib/submission/assemble.ts', 'lib/submission/architecture.ts', 'lib/submission/layout.ts', 'lib/submission/startup-budget.ts', 'bench/startup-rates.json', 'schemas/architecture.schema.json', 'schemas/startup-budget.schema.json', 'serve/serve.sh', 'python/ternforge_server'],
+  code: ['stages/emit.ts', 'lib/audit/source.ts', 'lib/submission/assemble.ts', 'lib/submission/architecture.ts', 'lib/submission/layout.ts', 'lib/submission/startup-budget.ts', 'bench/startup-rates.json', 'schemas/architecture.schema.json', 'schemas/startup-budget.schema.json', 'serve/serve.sh', 'python/ternforge_server'],
   schema: 'schemas/stages/emit.schema.json',
   tools: ['node'],
   async run(ctx) {
     const schemas = new SchemaSet(join(ctx.root, 'schemas'));
     const t0 = performance.now();
-    const built = assembleSubmission({ root: ctx.root, upstream: (s) => ctx.upstream(s), ...(ctx.params.sampling_defaults ? { sampling: ctx.params.sampling_defaults } : {}) }, ctx.out, schemas);
+    // The source's tensor list (headers only) goes into architecture.json: verify checks coverage from it.
+    const source = await loadSourceCheckpoint(join(ctx.upstream('fetch-model'), 'model'));
+    if (!source.ok) return err({ reason: 'stage-failed', stage: ctx.stage, detail: `source checkpoint unreadable: ${source.error.reason}`, facts: { ...source.error } });
+    const sourceTensors = Object.fromEntries(source.value.tensors.map((t) => [t.name, { shape: [...t.shape], dtype: t.dtype }]));
+    const built = assembleSubmission({ root: ctx.root, upstream: (s) => ctx.upstream(s), sourceTensors, ...(ctx.params.sampling_defaults ? { sampling: ctx.params.sampling_defaults } : {}) }, ctx.out, schemas);
     if (!built.ok) {
       const f = built.error;
       return err({ reason: 'stage-failed', stage: ctx.stage, detail: `${f.kind === 'missing' ? 'missing' : 'invalid'} ${f.path}: ${f.detail}`, facts: { path: f.path } });

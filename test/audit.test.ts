@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -204,6 +204,92 @@ describe('audit of a packed submission', () => {
   });
 });
 
+describe('what is served is what is audited', () => {
+  const relocate = async (d: string, from: string, to: string): Promise<void> => {
+    const m = await readManifest(d);
+    for (const s of m.shards) if (s.file === from) s.file = to;
+    for (const t of Object.values(m.tensors)) if (t.shard === from) t.shard = to;
+    await writeManifest(d, m);
+  };
+
+  it('refuses absolute, ../ and symlinked shard names by name, without opening them', async () => {
+    const m = await readManifest(good);
+    const shard = m.shards[0]!.file;
+    for (const [k, name] of ['absolute', 'dotdot', 'symlink'].entries()) {
+      const d = await copyOf(`path-${name}`);
+      const elsewhere = join(dir, `elsewhere-${k}`);
+      await mkdir(elsewhere, { recursive: true });
+      await rename(join(d, shard), join(elsewhere, 'x.safetensors'));
+      const to = name === 'absolute' ? join(elsewhere, 'x.safetensors') : name === 'dotdot' ? `weights/../../elsewhere-${k}/x.safetensors` : 'weights/link.safetensors';
+      if (name === 'symlink') await symlink(join(elsewhere, 'x.safetensors'), join(d, 'weights/link.safetensors'));
+      await relocate(d, shard, to);
+      const r = await auditSubmission(d, { source });
+      expect(r.pass, name).toBe(false);
+      expect(r.violations, name).toContainEqual(expect.objectContaining({ reason: 'shard-path-outside-weights', shard: to }));
+      // Absolute and ../ names also fail the schema's pattern (no shard is read at all); a symlink is not opened.
+      if (name === 'symlink') expect(r.shards.find((s) => s.file === to), name).toMatchObject({ sha256: null, code_bytes_scanned: 0 });
+    }
+  });
+
+  const scaleOf = 'model.language_model.layers.1.mlp.gate_proj.weight';
+  it.each([
+    ['NaN', NaN, 'scale-not-finite'],
+    ['+Inf', Infinity, 'scale-not-finite'],
+    ['negative', -0.5, 'scale-not-positive'],
+    ['zero', 0, 'scale-not-positive'],
+    ['1e38', 1e38, 'scale-out-of-range'],
+  ] as const)('refuses a %s scale even with the manifest hashes rewritten', async (label, value, reason) => {
+    const d = await copyOf(`scale-${label}`);
+    const t = (await readManifest(d)).tensors[scaleOf]!;
+    await rewriteShard(d, t.shard, (entries) => {
+      const e = entries.find((x) => x.name === t.scale_key)!;
+      const b = Buffer.from(e.data as Buffer);
+      b.writeFloatLE(value, 4 * 5);
+      e.data = b;
+    });
+    const r = await auditSubmission(d, { source });
+    expect(r.failed_gates).toEqual(['weight-audit']);
+    expect(r.violations).toEqual([expect.objectContaining({ reason, tensor: scaleOf, detail: `${t.scale_key} element 5` })]);
+  });
+
+  it('refuses a NaN or Inf in a float tensor (a norm weight)', async () => {
+    for (const [label, bits] of [['NaN', 0x7fc0], ['-Inf', 0xff80]] as const) {
+      const d = await copyOf(`float-${label}`);
+      const name = 'model.language_model.norm.weight';
+      const t = (await readManifest(d)).tensors[name]!;
+      expect(t.dtype).toBe('BF16');
+      await rewriteShard(d, t.shard, (entries) => {
+        const e = entries.find((x) => x.name === t.data_key)!;
+        const b = Buffer.from(e.data as Buffer);
+        b.writeUInt16LE(bits, 2 * 3);
+        e.data = b;
+      });
+      const r = await auditSubmission(d, { source });
+      expect(r.violations, label).toEqual([expect.objectContaining({ reason: 'float-not-finite', tensor: name, detail: `${name} element 3` })]);
+    }
+  });
+
+  it("refuses an entry whose keys are another entry's (two same-shaped tensors swapped)", async () => {
+    const d = await copyOf('swapped');
+    const m = await readManifest(d);
+    const a = m.tensors['model.language_model.layers.0.mlp.up_proj.weight']!;
+    const b = m.tensors['model.language_model.layers.1.mlp.up_proj.weight']!;
+    expect(a.shape).toEqual(b.shape);
+    [a.codes_key, b.codes_key] = [b.codes_key, a.codes_key];
+    [a.scale_key, b.scale_key] = [b.scale_key, a.scale_key];
+    [a.shard, b.shard] = [b.shard, a.shard];
+    await writeManifest(d, m);
+    const r = await auditSubmission(d, { source });
+    expect(r.failed_gates).toEqual(['weight-audit']);
+    expect(r.violations.filter((x) => x.reason === 'key-not-own').map((x) => `${x.tensor} ${x.actual}`).sort()).toEqual([
+      'model.language_model.layers.0.mlp.up_proj.weight model.language_model.layers.1.mlp.up_proj.weight.codes',
+      'model.language_model.layers.0.mlp.up_proj.weight model.language_model.layers.1.mlp.up_proj.weight.scale',
+      'model.language_model.layers.1.mlp.up_proj.weight model.language_model.layers.0.mlp.up_proj.weight.codes',
+      'model.language_model.layers.1.mlp.up_proj.weight model.language_model.layers.0.mlp.up_proj.weight.scale',
+    ]);
+  });
+});
+
 describe('verify <dir>', () => {
   const run = (...args: string[]) => spawnSync(join(root, 'node_modules/.bin/tsx'), [join(root, 'lib/audit/verify-command.ts'), ...args], { encoding: 'utf8', cwd: root });
 
@@ -221,6 +307,23 @@ describe('verify <dir>', () => {
     expect(bad.status).toBe(1);
     expect(bad.stdout).toMatch(/^gate weight-audit failed: .*tensor-not-in-manifest model\.language_model\.norm\.weight/m);
     expect(bad.stdout.trim().split('\n').at(-1)).toBe('FAIL');
+  });
+
+  it('prints the specific reason in text, and pipeline.ts verify honours --json', async () => {
+    const d = await copyOf('verify-reason');
+    const m = await readManifest(d);
+    const shard = m.shards[0]!.file;
+    const bytes = await readFile(join(d, shard));
+    bytes.writeBigUInt64LE(10n ** 7n, 0); // header length past the end of the file (under the 100 MB cap)
+    await writeFile(join(d, shard), bytes);
+    const text = run(d, '--source', sourceDir);
+    expect(text.status).toBe(1);
+    expect(text.stdout).toMatch(new RegExp(`shard-invalid ${shard.replace(/[.]/g, '\\.')} \\(.*invalid-header-length`));
+    const viaPipeline = spawnSync(join(root, 'node_modules/.bin/tsx'), [join(root, 'pipeline.ts'), 'verify', d, '--source', sourceDir, '--json'], { encoding: 'utf8', cwd: root });
+    expect(viaPipeline.status, viaPipeline.stderr).toBe(1);
+    const report = JSON.parse(viaPipeline.stdout) as { pass: boolean; violations: Array<{ reason: string; detail?: string }> };
+    expect(report.pass).toBe(false);
+    expect(report.violations).toContainEqual(expect.objectContaining({ reason: 'shard-invalid', detail: expect.stringContaining('invalid-header-length') }));
   });
 
   it('without a source, checks manifest and bytes and says coverage was skipped', async () => {

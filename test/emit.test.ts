@@ -106,4 +106,16 @@ describe('emit on tiny', () => {
     for (const ref of [arch.files.config, arch.files.manifest, ...arch.files.tokenizer]) expect(statSync(join(out, ref.file)).size).toBe(ref.size);
   });
 
+
+  test('architecture.json records the source tensor list, so verify of the emitted directory checks coverage', () => {
+    const arch = JSON.parse(readFileSync(join(out, 'architecture.json'), 'utf8')) as Architecture;
+    const manifest = JSON.parse(readFileSync(join(out, 'quantization_manifest.json'), 'utf8')) as { tensors: Record<string, { shape: number[] }> };
+    expect(Object.keys(arch.source_tensors ?? {}).length).toBeGreaterThan(0);
+    for (const [name, t] of Object.entries(manifest.tensors)) if (arch.source_tensors?.[name] !== undefined) expect(arch.source_tensors[name]!.shape, name).toEqual(t.shape);
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'pipeline.ts'), 'verify', out], { cwd: root, encoding: 'utf8' });
+    expect(r.stdout).not.toContain('skipped');
+    expect(r.stdout).toMatch(/^source: .*architecture\.json \(\d+ text-model tensors\)$/m);
+    expect(r.stdout.trim().split('\n').at(-1)).toBe('PASS');
+    expect(r.status).toBe(0);
+  });
 });

@@ -1,5 +1,6 @@
 /** Freshness, early cutoff, run cache, status --why, dry-run, force, links and gc: the real CLI on a toy chain a -> b -> c, a -> d. */
-import { lstatSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, lstatSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { actions, Rig } from './fixtures/engine/rig.ts';
@@ -131,16 +132,35 @@ describe('freshness', () => {
   test('top-level links point at the current outputs; gc frees what no lock references', async () => {
     await rig.run('all');
     expect(JSON.parse(readFileSync(join(rig.workdir, 'result'), 'utf8')).stage).toBe('c');
-    // dist/<profile> is a real directory of hard links to c's stored outputs, without its evidence record.
+    // dist/<profile> is a real directory of copies of c's stored outputs, without its evidence record.
     const published = join(rig.workdir, 'dist', 'tiny');
     expect(lstatSync(published).isDirectory()).toBe(true);
     expect(readdirSync(published).sort()).toEqual(readdirSync(join(rig.workdir, '.ternforge/tiny/c/outputs')).filter((f) => f !== 'evidence.json').sort());
-    expect(statSync(join(published, 'result.json')).ino).toBe(statSync(join(rig.workdir, '.ternforge/tiny/c/outputs/result.json')).ino);
+    const stored = join(rig.workdir, '.ternforge/tiny/c/outputs/result.json');
+    expect(statSync(join(published, 'result.json')).ino).not.toBe(statSync(stored).ino);
+    expect(readFileSync(join(published, 'result.json'))).toEqual(readFileSync(stored));
+    // Editing a file under dist/ leaves the store byte-identical (an append through a hard link would not).
+    const before = readFileSync(stored);
+    appendFileSync(join(published, 'result.json'), 'x');
+    writeFileSync(join(published, 'extra'), 'y');
+    expect(readFileSync(stored)).toEqual(before);
     rig.setParams('d', { value: 'other' });
     await rig.run('all');
     const gc = await rig.run('gc');
     expect(gc.code).toBe(0);
     expect(gc.stdout).toMatch(/^removed store\/d\/[0-9a-f]{64}\nremoved runs\/[0-9a-f]{2}\/[0-9a-f]{64}\.json\nfreed [0-9.]+ (B|KiB) \(1 store dirs, 1 run-cache entries\)\n$/);
     expect(actions(await rig.json('all'))).toEqual({ a: 'fresh', b: 'fresh', c: 'fresh', d: 'fresh' });
+  });
+
+  test('evidence records name no path of the build machine (workdir, repository, home, temp)', async () => {
+    await rig.run('all');
+    const records = readdirSync(join(rig.workdir, '.ternforge/tiny')).filter((st) => rig.exists(`.ternforge/tiny/${st}/evidence.json`));
+    expect(records.length).toBeGreaterThan(2);
+    for (const st of records) {
+      const text = rig.read(`.ternforge/tiny/${st}/evidence.json`);
+      const { command, log, summary } = JSON.parse(text) as { command: string[]; log: string[]; summary: unknown };
+      const shown = JSON.stringify({ command, log, summary });
+      for (const host of [rig.workdir, rig.root, rig.base, tmpdir(), homedir(), process.execPath]) expect(shown, `${st}: ${host}`).not.toContain(host);
+    }
   });
 });

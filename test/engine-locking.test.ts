@@ -1,10 +1,11 @@
 /** Interruption and the workspace lock: SIGKILL mid-write, two concurrent runs, a dead owner, SIGINT. */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { bootId, processStartTime } from '../engine/workspace-lock.ts';
 import { actions, Rig } from './fixtures/engine/rig.ts';
 
 let rig: Rig;
@@ -78,6 +79,37 @@ describe('interruption and locking', () => {
     expect(r.code).toBe(0);
     expect(r.stderr.split('\n')[0]).toBe(`taking over the workspace lock of dead process ${pid} (tsx pipeline.ts all, since 2020-01-01T00:00:00.000Z)`);
     expect(existsSync(join(rig.workdir, '.ternforge', 'run.lock'))).toBe(false);
+  });
+
+  test('a lock naming a live but unrelated process (pid reused, or an earlier boot) is taken over; its real owner keeps it', async () => {
+    const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      const pid = sleeper.pid!;
+      const started = processStartTime(pid)!;
+      expect(started).toMatch(/^[0-9]+$/);
+      const lock = join(rig.workdir, '.ternforge', 'run.lock');
+      mkdirSync(join(rig.workdir, '.ternforge'), { recursive: true });
+      const base = { pid, hostname: hostname(), command: 'tsx pipeline.ts all', since: '2020-01-01T00:00:00.000Z' };
+      // The pid is alive, but its start time is not the lock owner's: a reused pid.
+      writeFileSync(lock, JSON.stringify({ ...base, start_time: String(Number(started) + 1), boot_id: bootId() }));
+      const r = await rig.json('all');
+      expect(r.code).toBe(0);
+      expect(r.stderr.split('\n')[0]).toBe(`taking over the workspace lock of process ${pid}, now another process (started at tick ${started}, not ${Number(started) + 1}) (tsx pipeline.ts all, since 2020-01-01T00:00:00.000Z)`);
+      // Written in another boot: whatever the pid is now, it is not the owner.
+      writeFileSync(lock, JSON.stringify({ ...base, start_time: started, boot_id: '00000000-0000-0000-0000-000000000000' }));
+      const r2 = await rig.json('all');
+      expect(r2.code).toBe(0);
+      expect(r2.stderr.split('\n')[0]).toBe(`taking over the workspace lock of process ${pid} of an earlier boot (tsx pipeline.ts all, since 2020-01-01T00:00:00.000Z)`);
+      // The same live process, same start time, same boot: the lock holds.
+      writeFileSync(lock, JSON.stringify({ ...base, start_time: started, boot_id: bootId() }));
+      const r3 = await rig.run('all');
+      expect(r3.code).not.toBe(0);
+      expect(r3.stderr).toContain(`the workspace is locked by pid ${pid}`);
+      expect(existsSync(lock)).toBe(true);
+      expect(sleeper.exitCode).toBeNull();
+    } finally {
+      sleeper.kill('SIGKILL');
+    }
   });
 
   test('SIGINT aborts the stage, removes its temp dir, releases the lock and exits 130', async () => {

@@ -1,9 +1,11 @@
-import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compareStdout, extractCode, probeSandbox, runCode, scoreCode } from '../lib/eval/code-sandbox.ts';
+import { compareStdout, extractCode, probeSandbox, runCode, SandboxUnavailableError, scoreCode } from '../lib/eval/code-sandbox.ts';
 
 const SUM = { tests: [{ type: 'stdin' as const, input: '2 3\n', output: '5\n' }, { type: 'stdin' as const, input: '10 -4\n', output: '6' }] };
 const FAST = { timeLimitMs: 1500, memoryBytes: 256 * 1024 * 1024 };
@@ -50,28 +52,28 @@ describe('runCode', () => {
     expect(r.tests[0]!.detail).toContain('ValueError: boom');
   });
 
-  it('kills an infinite loop and its whole process group at the time limit', async () => {
-    const code = 'import subprocess, sys\np = subprocess.Popen(["sleep", "60"])\nprint(p.pid, file=sys.stderr, flush=True)\nwhile True:\n    pass\n';
+  it('kills an infinite loop and every process it started at the time limit', async () => {
+    const marker = `60.1${process.pid}`; // a sleep duration unique to this test run
+    const code = `import subprocess\np = subprocess.Popen(["/bin/sleep", "${marker}"])\nwhile True:\n    pass\n`;
     const started = Date.now();
     const r = await runCode(code, SUM, FAST);
     expect(r.verdict).toBe('time-limit');
     expect(r.passed).toBe(false);
     expect(Date.now() - started).toBeLessThan(10_000);
-    const pid = Number(r.tests[0]!.detail!.trim());
-    expect(pid).toBeGreaterThan(0);
     await new Promise((res) => setTimeout(res, 200));
-    // Killed: gone, or a zombie waiting for a reaper (PID 1 in a container may never reap it).
-    let state = 'gone';
-    try {
-      state = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0]!;
-    } catch {
-      // gone
-    }
-    expect(['gone', 'Z']).toContain(state);
+    const left = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((d) => {
+      try {
+        return readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(marker) && readFileSync(`/proc/${d}/stat`, 'utf8').replace(/^.*\) /s, '')[0] !== 'Z';
+      } catch {
+        return false;
+      }
+    });
+    expect(left).toEqual([]);
   });
 
   it('stops a memory hog at the memory limit', async () => {
-    const r = await runCode('xs = []\nwhile True:\n    xs.append(bytearray(10 ** 7))\n', SUM, FAST);
+    // 5 s: filling 256 MB takes over a second on a loaded two-core machine.
+    const r = await runCode('xs = []\nwhile True:\n    xs.append(bytearray(10 ** 7))\n', SUM, { ...FAST, timeLimitMs: 5000 });
     expect(r.verdict).toBe('memory-limit');
     expect(r.passed).toBe(false);
   });
@@ -103,34 +105,186 @@ describe('runCode', () => {
   });
 });
 
-describe('network isolation', () => {
-  let server: Server;
-  let port: number;
-  beforeAll(async () => {
-    server = createServer((s) => s.end('hello\n'));
-    await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
-    port = (server.address() as { port: number }).port;
+// Each probe checks from outside that the effect did not happen (not the sandbox's own report).
+describe('confinement probes', () => {
+  const ONE = (output: string) => ({ tests: [{ type: 'stdin' as const, input: '', output }] });
+  let scratch: string;
+  beforeAll(() => {
+    scratch = mkdtempSync(join(tmpdir(), 'ternforge-probe-'));
   });
-  afterAll(() => new Promise<void>((res) => server.close(() => res())));
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-  const connect = (p: number): string =>
-    `import socket\ns = socket.create_connection(("127.0.0.1", ${p}), timeout=2)\nprint(s.recv(100).decode().strip())\n`;
+  /** Host pids of processes whose command line holds `marker`. */
+  const processesWith = (marker: string): number[] =>
+    readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .filter((d) => {
+        try {
+          return readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(marker);
+        } catch {
+          return false;
+        }
+      })
+      .map(Number);
+  const alive = (pid: number): boolean => {
+    try {
+      return readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0] !== 'Z';
+    } catch {
+      return false;
+    }
+  };
 
-  it('records whether the sandbox had a network namespace', async () => {
-    const probe = await probeSandbox();
-    const r = await runCode('print(5)', { tests: [{ type: 'stdin', input: '', output: '5' }] }, FAST);
-    expect(r.sandbox.network).toBe(probe.network);
-    expect(['unshare', 'none']).toContain(r.sandbox.network);
+  it('records bubblewrap, its version and the unprivileged uid in every result', async () => {
+    const r = await runCode('import os\nprint(os.getuid(), os.getgid())', ONE('65534 65534'), FAST);
+    expect(r.passed).toBe(true);
+    expect(r.sandbox.isolation).toMatchObject({ tool: 'bubblewrap', uid: 65534 });
+    expect(r.sandbox.isolation.namespaces).toEqual(expect.arrayContaining(['user', 'mount', 'pid', 'network', 'ipc', 'uts']));
+    if (process.getuid?.() === 0) expect(r.sandbox.isolation.hostUid).toBe(65534);
   });
 
-  it('a solution that opens a socket fails when isolation is available', async (ctx) => {
-    const probe = await probeSandbox();
-    // Control: outside the sandbox the same program reaches the server.
-    expect((await promisify(execFile)(probe.python, ['-I', '-c', connect(port)])).stdout.trim()).toBe('hello');
-    if (probe.network !== 'unshare') ctx.skip();
-    const r = await runCode(connect(port), { tests: [{ type: 'stdin', input: '', output: 'hello' }] }, FAST);
+  it("cannot read the host's /etc/passwd", async () => {
+    const passwd = readFileSync('/etc/passwd', 'utf8');
+    const r = await runCode('print(open("/etc/passwd").read(), end="")', ONE(passwd), FAST);
     expect(r.passed).toBe(false);
-    expect(r.verdict).toBe('runtime-error');
-    expect(r.tests[0]!.detail).toMatch(/OSError|unreachable|refused/i);
+    expect(r.tests[0]!.detail).toMatch(/FileNotFoundError|PermissionError/);
+  });
+
+  it("cannot read the eval's answer file or anything in the repository", async () => {
+    const answers = resolve('data/eval/livecodebench-style.json');
+    const text = readFileSync(answers, 'utf8');
+    const r = await runCode(`print(open(${JSON.stringify(answers)}).read(), end="")`, ONE(text), FAST);
+    expect(r.passed).toBe(false);
+    expect(r.tests[0]!.detail).toMatch(/FileNotFoundError|PermissionError/);
+    const listing = await runCode(`import os\nprint(os.path.exists(${JSON.stringify(resolve('.'))}))`, ONE('False'), FAST);
+    expect(listing.passed).toBe(true);
+  });
+
+  it('cannot write outside its own tmpfs', async () => {
+    const targets = [join(scratch, 'written'), join(tmpdir(), `ternforge-probe-${process.pid}-written`), resolve('probe-written')];
+    const code = `import os\nfor p in ${JSON.stringify(targets)}:\n    try:\n        os.makedirs(os.path.dirname(p), exist_ok=True)\n        open(p, "w").write("x")\n    except OSError as e:\n        print(type(e).__name__)\nprint("done")`;
+    for (const t of targets) rmSync(t, { force: true });
+    try {
+      await runCode(code, ONE('done'), FAST);
+      for (const t of targets) expect(existsSync(t), t).toBe(false);
+    } finally {
+      for (const t of targets) rmSync(t, { force: true });
+    }
+  });
+
+  it('cannot connect to a Unix socket outside', async () => {
+    const path = join(scratch, 'probe.sock');
+    let connections = 0;
+    const server = createServer((s) => {
+      connections++;
+      s.end('hello\n');
+    });
+    await new Promise<void>((res) => server.listen(path, res));
+    try {
+      // Control: outside the sandbox the same program reaches the server.
+      const code = `import socket\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(2)\ns.connect(${JSON.stringify(path)})\nprint(s.recv(100).decode().strip())\n`;
+      expect((await promisify(execFile)('python3', ['-I', '-c', code])).stdout.trim()).toBe('hello');
+      expect(connections).toBe(1);
+      const r = await runCode(code, ONE('hello'), FAST);
+      expect(r.passed).toBe(false);
+      expect(connections).toBe(1);
+    } finally {
+      await new Promise<void>((res) => server.close(() => res()));
+    }
+  });
+
+  it('cannot kill a process outside', async () => {
+    const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      const pid = sleeper.pid!;
+      const code = `import os, signal\ntry:\n    os.kill(${pid}, signal.SIGKILL)\n    print("killed")\nexcept OSError as e:\n    print(type(e).__name__)\n`;
+      await runCode(code, ONE('killed'), FAST);
+      await new Promise((res) => setTimeout(res, 200));
+      expect(alive(pid)).toBe(true);
+      expect(sleeper.exitCode).toBeNull();
+      expect(sleeper.signalCode).toBeNull();
+    } finally {
+      sleeper.kill('SIGKILL');
+    }
+  });
+
+  it('stops a fork bomb at its process limit, and no process of it survives', async () => {
+    const marker = `30.2${process.pid}`; // a sleep duration unique to this test run
+    const code = `import os, sys, time\nmade = 0\nfor i in range(1000):\n    try:\n        if os.fork() == 0:\n            os.execv("/bin/sleep", ["/bin/sleep", "${marker}"])\n        made += 1\n    except OSError:\n        break\nprint(made, file=sys.stderr)\nprint(made)\n`;
+    let peak = 0;
+    const sampler = setInterval(() => (peak = Math.max(peak, processesWith(marker).length)), 20);
+    const r = await runCode(code, ONE('1000'), { ...FAST, timeLimitMs: 3000 });
+    clearInterval(sampler);
+    expect(r.passed).toBe(false);
+    const made = Number(/got "(\d+)"/.exec(r.tests[0]!.detail ?? '')?.[1]);
+    expect(made).toBeGreaterThan(0);
+    expect(made).toBeLessThan(100);
+    expect(peak).toBeLessThan(100);
+    await new Promise((res) => setTimeout(res, 200));
+    expect(processesWith(marker).filter(alive)).toEqual([]);
+  });
+
+  it('a setsid child holding the output pipe neither survives nor holds the scorer', async () => {
+    const marker = `40.3${process.pid}`; // a sleep duration unique to this test run
+    // The solution answers, leaves a new-session child with its stdout, and exits.
+    const code = `import subprocess\nsubprocess.Popen(["/bin/sleep", "${marker}"], start_new_session=True)\nprint(5, flush=True)\n`;
+    const started = Date.now();
+    const r = await runCode(code, ONE('5'), FAST);
+    expect(Date.now() - started).toBeLessThan(FAST.timeLimitMs + 1000);
+    expect(r.passed).toBe(true);
+    await new Promise((res) => setTimeout(res, 200));
+    expect(processesWith(marker).filter(alive)).toEqual([]);
+    // The same while the solution itself loops: killed at the time limit with every descendant.
+    const looping = `import subprocess\nsubprocess.Popen(["/usr/bin/setsid", "/bin/sleep", "${marker}"])\nwhile True:\n    pass\n`;
+    const t0 = Date.now();
+    const r2 = await runCode(looping, ONE('5'), FAST);
+    expect(r2.verdict).toBe('time-limit');
+    expect(Date.now() - t0).toBeLessThan(FAST.timeLimitMs + 1000);
+    await new Promise((res) => setTimeout(res, 200));
+    expect(processesWith(marker).filter(alive)).toEqual([]);
+  });
+
+  it('an AbortSignal stops the run at once', async () => {
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(new Error('cancelled by the test')), 300);
+    const t0 = Date.now();
+    await expect(runCode('import time\ntime.sleep(60)\n', ONE('x'), { ...FAST, timeLimitMs: 30_000, signal: ac.signal })).rejects.toThrow('cancelled by the test');
+    expect(Date.now() - t0).toBeLessThan(2000);
+  });
+
+  describe('network', () => {
+    let server: Server;
+    let port: number;
+    let connections = 0;
+    beforeAll(async () => {
+      server = createServer((s) => {
+        connections++;
+        s.end('hello\n');
+      });
+      await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
+      port = (server.address() as { port: number }).port;
+    });
+    afterAll(() => new Promise<void>((res) => server.close(() => res())));
+
+    it('TCP to 127.0.0.1 reaches nothing outside', async () => {
+      const code = `import socket\ns = socket.create_connection(("127.0.0.1", ${port}), timeout=2)\nprint(s.recv(100).decode().strip())\n`;
+      // Control: outside the sandbox the same program reaches the server.
+      expect((await promisify(execFile)('python3', ['-I', '-c', code])).stdout.trim()).toBe('hello');
+      expect(connections).toBe(1);
+      const r = await runCode(code, ONE('hello'), FAST);
+      expect(r.passed).toBe(false);
+      expect(r.tests[0]!.detail).toMatch(/ConnectionRefused|unreachable|OSError/i);
+      expect(connections).toBe(1);
+    });
+  });
+
+  it('fails loudly, never unconfined, when bwrap is missing', async () => {
+    const saved = process.env['PATH'];
+    process.env['PATH'] = scratch; // no bwrap here
+    try {
+      await expect(probeSandbox('python3-probe-missing-bwrap')).rejects.toThrow(SandboxUnavailableError);
+      await expect(probeSandbox('python3-probe-missing-bwrap')).rejects.toThrow(/bubblewrap/);
+    } finally {
+      process.env['PATH'] = saved;
+    }
   });
 });

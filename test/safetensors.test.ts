@@ -134,8 +134,26 @@ describe('malformed files', () => {
 
   it('covers every reader reason', () => {
     const reasons = new Set(corpus.map((c) => c.reason));
-    for (const r of ['header-too-small', 'header-too-large', 'invalid-header-length', 'invalid-header-utf8', 'invalid-header-json', 'invalid-header-structure', 'unknown-dtype', 'shape-overflow', 'span-mismatch', 'offsets-gap', 'offsets-overlap', 'trailing-bytes', 'truncated-data'] as const) {
+    for (const r of ['header-too-small', 'header-too-large', 'invalid-header-length', 'invalid-header-utf8', 'invalid-header-json', 'duplicate-key', 'invalid-header-structure', 'unknown-dtype', 'shape-overflow', 'span-mismatch', 'offsets-gap', 'offsets-overlap', 'trailing-bytes', 'truncated-data'] as const) {
       expect(reasons.has(r), r).toBe(true);
+    }
+  });
+
+  // The reference rejects a field named twice (serde: "duplicate field"); for tensor names and metadata keys
+  // it keeps the last, as JSON.parse does; this reader refuses all of them: a header has one meaning.
+  it('a duplicate field: the Python reference rejects it too', async () => {
+    for (const c of corpus.filter((x) => x.name === 'duplicate-field-key')) {
+      const path = join(dir, `py-${c.name}.safetensors`);
+      await writeFile(path, c.bytes);
+      const out = py(`
+from safetensors import safe_open
+try:
+    with safe_open(${JSON.stringify(path)}, "np") as f:
+        print("accepted", list(f.keys()))
+except Exception as e:
+    print("rejected", e)
+`);
+      expect(out.trim(), c.name).toMatch(/^rejected/);
     }
   });
 

@@ -4,9 +4,17 @@
  * size and sha256 are recomputed, every packed code byte is scanned for the invalid code 3, every key's dtype
  * and shape are read from the stored headers, exemption is decided by name (never by the manifest's flag),
  * and the gates count elements from the stored headers. It does not import lib/pack.
+ *
+ * What is served must be what is audited, so it also checks:
+ * - each shard name resolves inside `weights/` (no absolute path, no `..`, no symlink leading out):
+ *   `shard-path-outside-weights`, and the shard is not opened;
+ * - each entry's keys are its own: `<name>.codes` and `<name>.scale` for `packed_2bit`, `<name>` for
+ *   `float` (as pack writes them), so two same-shaped tensors cannot swap their bytes: `key-not-own`;
+ * - values: every scale finite and in (0, SCALE_MAX] (`scale-not-finite`, `scale-not-positive`,
+ *   `scale-out-of-range`); every float tensor finite (`float-not-finite`).
  */
-import { readFile, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile, readdir, realpath } from 'node:fs/promises';
+import { isAbsolute, join, posix, sep } from 'node:path';
 import { Ajv } from 'ajv';
 import type { ManifestTensor, QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { openSafetensors, type SafetensorsFile } from '../safetensors/reader.ts';
@@ -15,6 +23,11 @@ import { ShardScanner, type CodeRange } from './scan.ts';
 import { isEmbeddingOrHead, isExemptName, textModelFilter, type SourceDescription } from './source.ts';
 
 export const MANIFEST_FILE = 'quantization_manifest.json';
+/**
+ * The largest scale accepted: 65504, the largest finite float16. A dequantized weight is +-scale, and a
+ * source weight beyond float16's range is not one a bf16 text model holds; larger scales are corrupt.
+ */
+export const SCALE_MAX = 65504;
 export type GateName = 'ternary-fraction' | 'stored-parameters' | 'weight-audit';
 export const GATES: readonly GateName[] = ['ternary-fraction', 'stored-parameters', 'weight-audit'];
 
@@ -92,6 +105,7 @@ export async function auditSubmission(dir: string, options: AuditOptions): Promi
     if (manifest) {
       await checkShards(dir, manifest, open, shardRows, v, scanner);
       checkTensors(manifest, open, rows, v, options.source);
+      await checkValues(manifest, open, v);
       if (options.source) checkSource(manifest, options.source, rows, v);
     }
   } finally {
@@ -113,6 +127,13 @@ async function readManifest(path: string, v: (x: Violation) => void): Promise<Qu
   const validate = new Ajv({ allErrors: true }).compile<QuantizationManifest>(schema);
   if (!validate(json)) {
     for (const e of validate.errors ?? []) v({ gate: 'weight-audit', reason: 'manifest-invalid', detail: `${e.instancePath || '/'} ${e.message ?? ''}`.trim() });
+    // Name a shard path outside weights/ for what it is, beside the schema's pattern message.
+    const shards = (json as { shards?: unknown }).shards;
+    for (const s of Array.isArray(shards) ? shards : []) {
+      const file = (s as { file?: unknown } | null)?.file;
+      const problem = typeof file === 'string' ? shardNameProblem(file) : null;
+      if (problem !== null) v({ gate: 'weight-audit', reason: 'shard-path-outside-weights', shard: file as string, detail: problem });
+    }
     return null;
   }
   return json;
@@ -132,6 +153,12 @@ async function checkShards(dir: string, manifest: QuantizationManifest, open: Ma
   // Which byte ranges of each shard hold packed codes, from the stored headers (opened first).
   for (const shard of manifest.shards) {
     if (open.has(shard.file)) continue;
+    const outside = await shardPathProblem(dir, shard.file);
+    if (outside !== null) {
+      v({ gate: 'weight-audit', reason: 'shard-path-outside-weights', shard: shard.file, detail: outside });
+      out.push({ file: shard.file, size: shard.size, sha256: null, size_ok: false, sha256_ok: false, code_bytes_scanned: 0 });
+      continue;
+    }
     const f = await openSafetensors(join(dir, shard.file));
     if (!f.ok) {
       const reason = f.error.reason === 'io-error' ? 'shard-missing' : 'shard-invalid';
@@ -173,6 +200,35 @@ async function checkShards(dir: string, manifest: QuantizationManifest, open: Ma
   }
 }
 
+/** Why the name alone is not a path inside `weights/` (see shardPathProblem), or null. */
+function shardNameProblem(file: string): string | null {
+  if (isAbsolute(file) || file.startsWith('/')) return 'an absolute path; shards are named relative to the submission, inside weights/';
+  if (file.includes('\\') || file.includes('\0')) return 'a backslash or NUL in the name';
+  if (file.split('/').some((part) => part === '..' || part === '.' || part === '')) return 'a "..", "." or empty path segment; shards are named weights/<file>';
+  if (posix.normalize(file) !== file || !file.startsWith('weights/')) return 'not inside weights/';
+  return null;
+}
+
+/**
+ * Why `file` (a manifest shard name) does not name a file inside `<dir>/weights/`, or null when it does: the
+ * name must be a relative, normalized POSIX path under `weights/`, and its real path (symlinks resolved)
+ * must stay inside the real `weights/`.
+ */
+export async function shardPathProblem(dir: string, file: string): Promise<string | null> {
+  const lexical = shardNameProblem(file);
+  if (lexical !== null) return lexical;
+  let weights: string;
+  let real: string;
+  try {
+    weights = await realpath(join(dir, 'weights'));
+    real = await realpath(join(dir, file));
+  } catch {
+    return null; // missing: reported when opened
+  }
+  if (!real.startsWith(weights + sep)) return `resolves to ${real}, outside weights/`;
+  return null;
+}
+
 /** Each manifest entry against the stored headers; fills the per-tensor counts (from stored bytes). */
 function checkTensors(manifest: QuantizationManifest, open: Map<string, SafetensorsFile>, rows: TensorRow[], v: (x: Violation) => void, source: SourceDescription | null): void {
   const shardFiles = new Set(manifest.shards.map((s) => s.file));
@@ -202,6 +258,11 @@ function checkTensors(manifest: QuantizationManifest, open: Map<string, Safetens
       if (!info) v({ gate: 'weight-audit', reason: 'key-not-in-shard', tensor: name, shard: t.shard, expected: key, actual: 'absent' });
       return info;
     };
+    const own = t.encoding === 'packed_2bit' ? { codes_key: `${name}.codes`, scale_key: `${name}.scale` } : { data_key: name };
+    for (const [field, expected] of Object.entries(own)) {
+      const actual = (t as unknown as Record<string, unknown>)[field];
+      if (actual !== undefined && actual !== expected) v({ gate: 'weight-audit', reason: 'key-not-own', tensor: name, shard: t.shard, expected, actual: String(actual), detail: `${field} must name this entry's own tensor` });
+    }
     if (t.encoding === 'packed_2bit') {
       const codes = useKey(t.codes_key, 'codes_key');
       const scale = useKey(t.scale_key, 'scale_key');
@@ -246,6 +307,65 @@ function checkTensors(manifest: QuantizationManifest, open: Map<string, Safetens
   for (const [file, f] of [...open].sort(([a], [b]) => (a < b ? -1 : 1))) {
     for (const key of f.names()) {
       if (!usedKeys.has(`${file}\0${key}`)) v({ gate: 'weight-audit', reason: 'unreferenced-stored-tensor', shard: file, tensor: key });
+    }
+  }
+}
+
+const FLOAT_DTYPES = new Set(['F16', 'BF16', 'F32', 'F64']);
+
+/** The first element of a float tensor's bytes that is not finite, as [index, value], or null. */
+function firstNonFinite(dtype: string, bytes: Uint8Array): [number, number] | null {
+  const b = bytes.byteOffset % 8 === 0 ? bytes : bytes.slice();
+  if (dtype === 'BF16' || dtype === 'F16') {
+    const u = new Uint16Array(b.buffer, b.byteOffset, b.byteLength >>> 1);
+    const mask = dtype === 'BF16' ? 0x7f80 : 0x7c00;
+    for (let i = 0; i < u.length; i++) {
+      if ((u[i]! & mask) === mask) {
+        const frac = dtype === 'BF16' ? u[i]! & 0x7f : u[i]! & 0x3ff;
+        return [i, frac !== 0 ? NaN : u[i]! & 0x8000 ? -Infinity : Infinity];
+      }
+    }
+    return null;
+  }
+  const f = dtype === 'F32' ? new Float32Array(b.buffer, b.byteOffset, b.byteLength >>> 2) : new Float64Array(b.buffer, b.byteOffset, b.byteLength >>> 3);
+  for (let i = 0; i < f.length; i++) if (!Number.isFinite(f[i]!)) return [i, f[i]!];
+  return null;
+}
+
+/** Scales finite and in (0, SCALE_MAX]; float tensors finite. One violation per tensor (its first bad element). */
+async function checkValues(manifest: QuantizationManifest, open: Map<string, SafetensorsFile>, v: (x: Violation) => void): Promise<void> {
+  for (const name of Object.keys(manifest.tensors).sort()) {
+    const t = manifest.tensors[name]!;
+    const f = open.get(t.shard);
+    if (!f) continue;
+    const key = t.encoding === 'packed_2bit' ? t.scale_key : t.data_key;
+    const info = key === undefined ? undefined : f.get(key);
+    if (!info || !FLOAT_DTYPES.has(info.dtype)) continue;
+    const size = info.dtype === 'F64' ? 8 : info.dtype === 'F32' ? 4 : 2;
+    let base = 0;
+    for await (const chunk of f.streamTensor(key!)) {
+      if (t.encoding === 'packed_2bit' && info.dtype === 'F32') {
+        const b = chunk.byteOffset % 4 === 0 ? chunk : Buffer.from(chunk);
+        const s = new Float32Array(b.buffer, b.byteOffset, b.byteLength >>> 2);
+        let bad: [string, number, number] | null = null;
+        for (let i = 0; i < s.length; i++) {
+          const x = s[i]!;
+          if (x > 0 && x <= SCALE_MAX) continue;
+          bad = [Number.isNaN(x) || !Number.isFinite(x) ? 'scale-not-finite' : x <= 0 ? 'scale-not-positive' : 'scale-out-of-range', base + i, x];
+          break;
+        }
+        if (bad !== null) {
+          v({ gate: 'weight-audit', reason: bad[0], tensor: name, shard: t.shard, expected: `finite, > 0, <= ${SCALE_MAX}`, actual: String(bad[2]), detail: `${key} element ${bad[1]}` });
+          break;
+        }
+      } else {
+        const bad = firstNonFinite(info.dtype, chunk);
+        if (bad !== null) {
+          v({ gate: 'weight-audit', reason: t.encoding === 'packed_2bit' ? 'scale-not-finite' : 'float-not-finite', tensor: name, shard: t.shard, expected: 'finite', actual: String(bad[1]), detail: `${key} element ${base + bad[0]}` });
+          break;
+        }
+      }
+      base += chunk.byteLength / size;
     }
   }
 }
@@ -319,7 +439,7 @@ function numel(shape: readonly number[]): number {
 export function describeFailures(report: AuditReport): string[] {
   return report.failed_gates.map((g) => {
     const list = report.violations.filter((x) => x.gate === g);
-    const shown = list.slice(0, 5).map((x) => [x.reason, x.tensor, x.shard, x.expected !== undefined ? `expected ${x.expected}` : undefined, x.actual !== undefined ? `actual ${x.actual}` : undefined].filter((p) => p !== undefined).join(' '));
+    const shown = list.slice(0, 5).map((x) => [x.reason, x.tensor, x.shard, x.expected !== undefined ? `expected ${x.expected}` : undefined, x.actual !== undefined ? `actual ${x.actual}` : undefined, x.detail !== undefined ? `(${x.detail})` : undefined].filter((p) => p !== undefined).join(' '));
     return `gate ${g} failed: ${shown.join('; ')}${list.length > 5 ? `; and ${list.length - 5} more` : ''}`;
   });
 }

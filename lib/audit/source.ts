@@ -103,6 +103,8 @@ export async function loadArchitectureSource(path: string): Promise<Result<Sourc
     }
     tensors.push({ name, shape: shape as number[], dtype });
   }
-  const tie = json['tie_word_embeddings'];
+  // Top-level, else the text model's summary emit writes (model.text.tie_word_embeddings).
+  const text = ((json['model'] as Record<string, unknown> | undefined)?.['text'] ?? {}) as Record<string, unknown>;
+  const tie = json['tie_word_embeddings'] ?? text['tie_word_embeddings'];
   return ok({ origin: path, tensors, tieWordEmbeddings: typeof tie === 'boolean' ? tie : null });
 }

@@ -12,6 +12,7 @@ export const verifyCommand = {
   name: 'verify',
   description: 'Audit a submission directory: manifest, shard hashes, codes, coverage of the source, gates 1-3',
   argument: '<dir>',
+  json: true,
   async run(args: readonly string[]): Promise<number> {
     let dir: string | undefined;
     let sourceDir: string | undefined;

@@ -2,26 +2,33 @@
  * LiveCodeBench scoring: the last fenced Python block of a reply, run against the question's tests in
  * a sandboxed subprocess, one process per test, stopping at the first failure.
  *
- * The sandbox, per test run:
- * - a fresh temporary directory as the working directory (removed afterwards), a minimal environment,
- *   and `python -I` (isolated mode: no user site, no PYTHON* variables, no script dir on sys.path);
+ * The sandbox, per test run, is bubblewrap (Debian package `bubblewrap`, `bwrap`); there is no
+ * unsandboxed fallback: a missing `bwrap`, or a kernel that refuses the namespaces, fails the run with
+ * that reason.
+ * - its own user, mount, PID, network, IPC, UTS (and, where possible, cgroup) namespaces
+ *   (`--unshare-all`), a new session (`--new-session`: no terminal to inject input into) and
+ *   `--die-with-parent`;
+ * - the code runs as uid/gid 65534 inside; when this process is root, bwrap itself is started as
+ *   uid/gid 65534 with no capabilities (`setpriv`), so nothing in the sandbox holds host root;
+ * - the filesystem it sees: `/usr` read-only (and `/bin`, `/lib*` as its symlinks), a fresh `/proc` of
+ *   its own PID namespace, a minimal `/dev`, and size-capped tmpfs `/work` (its working directory, into
+ *   which the solution and a bootstrap are copied) and `/tmp`. No `/etc`, no home, no repository, no
+ *   eval data: the interpreter must live under `/usr` (or its prefix is bound read-only);
  * - a bootstrap that sets rlimits before the solution runs (and, as LiveCodeBench does, puts `typing`,
- *   `collections` and the usual modules in scope): address space (memory), CPU seconds, file
- *   size, no core dumps; a `MemoryError` ends the run with a dedicated exit code;
- * - a wall-clock limit enforced from here by killing the whole process group (spawned detached);
+ *   `collections` and the usual modules in scope): address space (memory), CPU seconds, file size,
+ *   processes, open files, no core dumps; a `MemoryError` ends the run with a dedicated exit code;
+ * - a wall-clock limit (and the caller's AbortSignal) enforced from here by killing bwrap: the sandbox's
+ *   PID 1 dies with it (`--die-with-parent`) and the kernel kills every process of the PID namespace
+ *   with its init, `setsid` or not. The result does not wait for output pipes held by anything else;
  * - a cap on captured stdout (the run is killed beyond it);
- * - no network, via `unshare -rn` (a new user and network namespace with only a downed loopback) when
- *   the kernel allows it. Availability is probed at run time and recorded in every result, so a report
- *   says whether its code ran isolated.
+ * - no network: the network namespace holds only a loopback of its own.
  *
  * Stdin tests compare output line by line with trailing whitespace ignored and numeric tokens compared by
  * value (as LiveCodeBench does); functional tests call `Solution().<fnName>(*args)` (or a top-level
  * `<fnName>`) and compare the returned value as JSON.
  */
 import { spawn, execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync, lstatSync, realpathSync } from 'node:fs';
 import { promisify } from 'node:util';
 import type { FunctionalTest, StdinTest } from '../../schemas/generated/eval-question.ts';
 import { answerText } from './content.ts';
@@ -31,11 +38,8 @@ const execFileP = promisify(execFile);
 /** How one test run ended. */
 export type Verdict = 'passed' | 'wrong-answer' | 'runtime-error' | 'time-limit' | 'memory-limit' | 'output-limit';
 
-/** Whether the code ran without network: `unshare` = in its own empty network namespace. */
-export type NetworkIsolation = 'unshare' | 'none';
-
 export interface SandboxOptions {
-  /** Python interpreter (resolved to its real executable once). Default `python3`. */
+  /** Python interpreter, as named inside the sandbox (its PATH is `/usr/bin:/bin`). Default `python3`. */
   python?: string;
   /** Wall-clock limit per test run, in ms. Default 6000 (LiveCodeBench's per-test limit). */
   timeLimitMs?: number;
@@ -43,14 +47,33 @@ export interface SandboxOptions {
   memoryBytes?: number;
   /** Cap on captured stdout per test run, in bytes. Default 1 MiB. */
   outputBytes?: number;
+  /** Cancels the run: the sandbox is killed and `runCode` rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** How the code is confined: what every result records. */
+export interface Isolation {
+  readonly tool: 'bubblewrap';
+  readonly version: string;
+  /** The uid/gid the code runs as inside the sandbox. */
+  readonly uid: number;
+  /** The uid bwrap runs as on the host (65534 when this process is root). */
+  readonly hostUid: number;
+  readonly namespaces: readonly string[];
+  /** Limits applied in-process before the solution runs. */
+  readonly processes: number;
+  readonly openFiles: number;
+  readonly fileBytes: number;
+  /** Size of each tmpfs (`/work`, `/tmp`). */
+  readonly tmpfsBytes: number;
 }
 
 /** The resolved sandbox: what every result records. */
 export interface SandboxInfo {
-  /** The real interpreter path used. */
+  /** The interpreter path inside the sandbox. */
   readonly python: string;
   readonly pythonVersion: string;
-  readonly network: NetworkIsolation;
+  readonly isolation: Isolation;
   readonly timeLimitMs: number;
   readonly memoryBytes: number;
   readonly outputBytes: number;
@@ -81,6 +104,14 @@ export interface CodeResult {
   readonly sandbox: SandboxInfo;
 }
 
+/** The uid/gid of the code inside the sandbox (and of bwrap on the host when we are root): `nobody`. */
+const SANDBOX_UID = 65534;
+const PROCESSES = 64;
+const OPEN_FILES = 64;
+const FILE_BYTES = 16 * 1024 * 1024;
+const TMPFS_BYTES = 64 * 1024 * 1024;
+const NAMESPACES = ['user', 'mount', 'pid', 'network', 'ipc', 'uts', 'cgroup'] as const;
+
 const MEMORY_EXIT = 86;
 const RESULT_MARK = '@@TERNFORGE-RESULT@@';
 
@@ -95,6 +126,8 @@ resource.setrlimit(resource.RLIMIT_AS, (cfg["memoryBytes"], cfg["memoryBytes"]))
 resource.setrlimit(resource.RLIMIT_CPU, (cfg["cpuSeconds"], cfg["cpuSeconds"] + 1))
 resource.setrlimit(resource.RLIMIT_FSIZE, (cfg["fileBytes"], cfg["fileBytes"]))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+resource.setrlimit(resource.RLIMIT_NPROC, (cfg["processes"], cfg["processes"]))
+resource.setrlimit(resource.RLIMIT_NOFILE, (cfg["openFiles"], cfg["openFiles"]))
 sys.argv = ["solution.py"]
 # As LiveCodeBench does, the usual imports are in scope (starter code uses List without importing it).
 import bisect, collections, functools, heapq, itertools, math, re, string, typing
@@ -151,25 +184,111 @@ export function extractCode(content: string | null | undefined): string | null {
 // ---------------------------------------------------------------------------------------------------
 // Sandbox probe
 
-const probes = new Map<string, Promise<{ python: string; version: string; network: NetworkIsolation }>>();
+/** Raised when the sandbox cannot be set up: never run model code without it. */
+export class SandboxUnavailableError extends Error {
+  override readonly name = 'SandboxUnavailableError';
+}
 
-/** Resolve the interpreter and find out once whether `unshare -rn` works here. */
-export function probeSandbox(python = 'python3'): Promise<{ python: string; version: string; network: NetworkIsolation }> {
+interface Probe {
+  readonly python: string;
+  readonly version: string;
+  readonly isolation: Isolation;
+  /** The command line before the program: setpriv (when root) and bwrap with its mounts. */
+  readonly prefix: readonly string[];
+}
+
+const probes = new Map<string, Promise<Probe>>();
+
+/** `/bin`, `/lib`, ... as the host has them: symlinks into `/usr` are recreated, real directories bound. */
+function systemMounts(): string[] {
+  const args = ['--ro-bind', '/usr', '/usr'];
+  for (const d of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
+    let st;
+    try {
+      st = lstatSync(d);
+    } catch {
+      continue;
+    }
+    if (st.isSymbolicLink()) args.push('--symlink', realpathSync(d).replace(/^\//, ''), d);
+    else if (st.isDirectory()) args.push('--ro-bind', d, d);
+  }
+  return args;
+}
+
+/** The fixed part of every sandboxed command line (before the program and its per-run `--file`s). */
+function commandPrefix(extraRo: readonly string[]): string[] {
+  const root = process.getuid?.() === 0;
+  const drop = root ? ['setpriv', `--reuid=${SANDBOX_UID}`, `--regid=${SANDBOX_UID}`, '--clear-groups', '--inh-caps=-all', '--'] : [];
+  return [
+    ...drop,
+    'bwrap',
+    '--unshare-all',
+    '--die-with-parent',
+    '--new-session',
+    '--uid', String(SANDBOX_UID),
+    '--gid', String(SANDBOX_UID),
+    ...systemMounts(),
+    ...extraRo.flatMap((d) => ['--ro-bind', d, d]),
+    '--proc', '/proc',
+    '--dev', '/dev',
+    '--size', String(TMPFS_BYTES), '--tmpfs', '/tmp',
+    '--size', String(TMPFS_BYTES), '--tmpfs', '/work',
+    '--chdir', '/work',
+    '--clearenv',
+    '--setenv', 'PATH', '/usr/local/bin:/usr/bin:/bin',
+    '--setenv', 'LANG', 'C.UTF-8',
+    '--setenv', 'HOME', '/work',
+    '--setenv', 'TMPDIR', '/tmp',
+    '--setenv', 'PYTHONHASHSEED', '0',
+  ];
+}
+
+/**
+ * Find bwrap, check that it can create the namespaces here, and resolve the interpreter inside the
+ * sandbox. Rejects with a `SandboxUnavailableError` naming the cause; never falls back to running
+ * unconfined. An absolute interpreter path outside `/usr` has its installation prefix bound read-only.
+ */
+export function probeSandbox(python = 'python3'): Promise<Probe> {
   let p = probes.get(python);
   if (p === undefined) {
-    p = (async () => {
-      const { stdout } = await execFileP(python, ['-I', '-c', 'import sys, platform; print(sys.executable); print(platform.python_version())']);
-      const [exe, version] = stdout.trim().split('\n') as [string, string];
-      let network: NetworkIsolation = 'none';
+    p = (async (): Promise<Probe> => {
+      let version: string;
       try {
-        await execFileP('unshare', ['-rn', exe, '-I', '-c', 'pass'], { timeout: 10_000 });
-        network = 'unshare';
-      } catch {
-        network = 'none';
+        version = (await execFileP('bwrap', ['--version'])).stdout.trim().replace(/^bubblewrap\s*/, '');
+      } catch (e) {
+        throw new SandboxUnavailableError(`the code sandbox needs bubblewrap (\`bwrap\`), which could not be run: ${(e as Error).message}; install it (Debian: apt-get install bubblewrap)`);
       }
-      return { python: exe, version, network };
+      if (process.getuid?.() === 0 && !existsSync('/usr/bin/setpriv')) throw new SandboxUnavailableError('running as root, the code sandbox needs setpriv (util-linux) to start bwrap as an unprivileged user');
+      const extraRo: string[] = [];
+      if (python.startsWith('/') && !python.startsWith('/usr/')) {
+        const { stdout } = await execFileP(python, ['-I', '-c', 'import sys; print(sys.base_prefix)']);
+        extraRo.push(stdout.trim());
+      }
+      const prefix = commandPrefix(extraRo);
+      let stdout: string;
+      try {
+        ({ stdout } = await execFileP(prefix[0]!, [...prefix.slice(1), '--', python, '-I', '-c', 'import sys, platform, os; print(sys.executable); print(platform.python_version()); print(os.getuid())'], { timeout: 20_000 }));
+      } catch (e) {
+        const err = e as Error & { stderr?: string };
+        throw new SandboxUnavailableError(`the code sandbox (bwrap ${version}) could not run ${python}: ${(err.stderr ?? '').trim() || err.message}`);
+      }
+      const [exe, pyVersion, uid] = stdout.trim().split('\n') as [string, string, string];
+      if (Number(uid) !== SANDBOX_UID) throw new SandboxUnavailableError(`the code sandbox ran as uid ${uid}, not ${SANDBOX_UID}`);
+      const isolation: Isolation = {
+        tool: 'bubblewrap',
+        version,
+        uid: SANDBOX_UID,
+        hostUid: process.getuid?.() === 0 ? SANDBOX_UID : (process.getuid?.() ?? -1),
+        namespaces: NAMESPACES,
+        processes: PROCESSES,
+        openFiles: OPEN_FILES,
+        fileBytes: FILE_BYTES,
+        tmpfsBytes: TMPFS_BYTES,
+      };
+      return { python: exe, version: pyVersion, isolation, prefix };
     })();
     probes.set(python, p);
+    p.catch(() => probes.delete(python)); // a failed probe is retried next time
   }
   return p;
 }
@@ -180,7 +299,7 @@ export async function sandboxInfo(opts: SandboxOptions = {}): Promise<SandboxInf
   return {
     python: probe.python,
     pythonVersion: probe.version,
-    network: probe.network,
+    isolation: probe.isolation,
     timeLimitMs: opts.timeLimitMs ?? 6000,
     memoryBytes: opts.memoryBytes ?? 1024 * 1024 * 1024,
     outputBytes: opts.outputBytes ?? 1024 * 1024,
@@ -201,40 +320,68 @@ interface RawRun {
 }
 
 const STDERR_KEEP = 4096;
+/** After bwrap exits, how long its output pipes may take to drain before the run is read as ended. */
+const DRAIN_MS = 250;
 
-function runOnce(info: SandboxInfo, dir: string, cfg: Record<string, unknown>, stdin: string): Promise<RawRun> {
-  const args = ['-I', join(dir, 'bootstrap.py'), JSON.stringify(cfg)];
-  const [cmd, argv] = info.network === 'unshare' ? ['unshare', ['-rn', info.python, ...args]] : [info.python, args];
+/** Files copied into the sandbox's `/work` (each through its own pipe: bwrap `--file FD`). */
+type WorkFiles = Readonly<Record<string, string>>;
+
+function runOnce(prefix: readonly string[], info: SandboxInfo, files: WorkFiles, cfg: Record<string, unknown>, stdin: string, signal: AbortSignal | undefined): Promise<RawRun> {
+  const names = Object.keys(files);
+  const fileArgs = names.flatMap((n, i) => ['--file', String(3 + i), `/work/${n}`]);
+  const argv = [...prefix.slice(1), ...fileArgs, '--', info.python, '-I', '/work/bootstrap.py', JSON.stringify(cfg)];
   return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
     const started = performance.now();
-    const child = spawn(cmd, argv, {
-      cwd: dir,
-      detached: true,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env: { PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8', HOME: dir, TMPDIR: dir, PYTHONHASHSEED: '0' },
-    });
+    const child = spawn(prefix[0]!, argv, { stdio: ['pipe', 'pipe', 'pipe', ...names.map(() => 'pipe' as const)] });
     const out: Buffer[] = [];
     let outBytes = 0;
     let err = '';
     let timedOut = false;
     let outputExceeded = false;
-    const killGroup = (): void => {
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
+    let settled = false;
+    const kill = (): void => {
+      child.kill('SIGKILL'); // bwrap; the sandbox's init and every process under it die with it
     };
     const timer = setTimeout(() => {
       timedOut = true;
-      killGroup();
+      kill();
     }, info.timeLimitMs);
+    const onAbort = (): void => {
+      kill();
+      finish(() => reject(signal!.reason));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const finish = (f: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      child.stdout.destroy();
+      child.stderr.destroy();
+      f();
+    };
+    const done = (exitCode: number | null, sig: NodeJS.Signals | null): void =>
+      finish(() =>
+        resolve({
+          exitCode,
+          signal: sig,
+          stdout: Buffer.concat(out).toString('utf8'),
+          stderr: err,
+          timedOut,
+          outputExceeded,
+          wallMs: performance.now() - started,
+        }),
+      );
     child.stdout.on('data', (b: Buffer) => {
       outBytes += b.length;
       if (outBytes > info.outputBytes) {
         if (!outputExceeded) {
           outputExceeded = true;
-          killGroup();
+          kill();
         }
         return;
       }
@@ -246,22 +393,16 @@ function runOnce(info: SandboxInfo, dir: string, cfg: Record<string, unknown>, s
     child.stdin.on('error', () => {
       // the program exited without reading all of stdin: not our failure
     });
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.on('exit', () => killGroup()); // leftover grandchildren go with it
-    child.on('close', (exitCode, signal) => {
-      clearTimeout(timer);
-      resolve({
-        exitCode,
-        signal,
-        stdout: Buffer.concat(out).toString('utf8'),
-        stderr: err,
-        timedOut,
-        outputExceeded,
-        wallMs: performance.now() - started,
+    child.on('error', (e) => finish(() => reject(e)));
+    // Normally the pipes close with the exit; never wait on them for longer than a moment.
+    child.on('exit', (code, sig) => setTimeout(() => done(code, sig), DRAIN_MS).unref());
+    child.on('close', (code, sig) => done(code, sig));
+    names.forEach((n, i) => {
+      const pipe = child.stdio[3 + i] as NodeJS.WritableStream & { on(e: 'error', f: () => void): void };
+      pipe.on('error', () => {
+        // bwrap died before reading it: the exit reports why
       });
+      pipe.end(files[n]);
     });
     child.stdin.end(stdin);
   });
@@ -321,16 +462,19 @@ function jsonEqual(a: unknown, b: unknown): boolean {
 // ---------------------------------------------------------------------------------------------------
 // Public entry
 
-async function runTest(info: SandboxInfo, dir: string, test: StdinTest | FunctionalTest, fnName: string | undefined, index: number): Promise<TestResult> {
+async function runTest(probe: Probe, info: SandboxInfo, code: string, test: StdinTest | FunctionalTest, fnName: string | undefined, index: number, signal: AbortSignal | undefined): Promise<TestResult> {
   const cfg = {
     mode: test.type,
     fnName: fnName ?? '',
     memoryBytes: info.memoryBytes,
     cpuSeconds: Math.ceil(info.timeLimitMs / 1000) + 1,
-    fileBytes: 16 * 1024 * 1024,
+    fileBytes: FILE_BYTES,
+    processes: PROCESSES,
+    openFiles: OPEN_FILES,
   };
-  if (test.type === 'functional') await writeFile(join(dir, 'args.json'), JSON.stringify(test.args));
-  const run = await runOnce(info, dir, cfg, test.type === 'stdin' ? test.input : '');
+  const files: Record<string, string> = { 'bootstrap.py': BOOTSTRAP, 'solution.py': code };
+  if (test.type === 'functional') files['args.json'] = JSON.stringify(test.args);
+  const run = await runOnce(probe.prefix, info, files, cfg, test.type === 'stdin' ? test.input : '', signal);
   const failed = failureVerdict(run);
   if (failed !== null) return { index, verdict: failed, wallMs: run.wallMs, detail: tail(run.stderr) };
   if (test.type === 'stdin') {
@@ -353,18 +497,12 @@ async function runTest(info: SandboxInfo, dir: string, test: StdinTest | Functio
 /** Run `code` against every test of `question` (stopping at the first failure). */
 export async function runCode(code: string, question: CodeTests, opts: SandboxOptions = {}): Promise<CodeResult> {
   const info = await sandboxInfo(opts);
+  const probe = await probeSandbox(opts.python ?? 'python3');
   const results: TestResult[] = [];
   for (const [index, test] of question.tests.entries()) {
-    const dir = await mkdtemp(join(tmpdir(), 'ternforge-sandbox-'));
-    try {
-      await writeFile(join(dir, 'bootstrap.py'), BOOTSTRAP);
-      await writeFile(join(dir, 'solution.py'), code);
-      const r = await runTest(info, dir, test, question.fnName, index);
-      results.push(r);
-      if (r.verdict !== 'passed') return { passed: false, verdict: r.verdict, tests: results, sandbox: info };
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    const r = await runTest(probe, info, code, test, question.fnName, index, opts.signal);
+    results.push(r);
+    if (r.verdict !== 'passed') return { passed: false, verdict: r.verdict, tests: results, sandbox: info };
   }
   return { passed: true, verdict: 'passed', tests: results, sandbox: info };
 }

@@ -103,7 +103,7 @@ async function scoreAll(jobs: readonly Job[], completions: readonly Completion[]
       }
       case 'code': {
         if (zero !== null) return { ...base, correct: false, extracted: null, detail: { zeroReason: zero, answerTail: tailText } };
-        const r = await scoreCode(c.content, q as CodeQuestion, opts.sandbox);
+        const r = await scoreCode(c.content, q as CodeQuestion, { ...opts.sandbox, ...(opts.signal !== undefined ? { signal: opts.signal } : {}) });
         return { ...base, correct: r.passed, extracted: r.verdict, detail: { zeroReason: null, tests: r.tests, answerTail: tailText } };
       }
     }

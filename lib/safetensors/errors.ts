@@ -13,6 +13,8 @@ export type SafetensorsReason =
   | 'invalid-header-utf8'
   /** The header is not valid JSON. */
   | 'invalid-header-json'
+  /** An object of the header JSON names the same key twice (JSON.parse would keep the last one silently). */
+  | 'duplicate-key'
   /** The JSON is not an object of {dtype, shape, data_offsets} entries plus an optional `__metadata__` string map. */
   | 'invalid-header-structure'
   /** A dtype outside the whitelist. */

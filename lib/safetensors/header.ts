@@ -5,7 +5,8 @@
  *
  * 1. the file holds the 8-byte length (`header-too-small`); 2. n <= 100 MB (`header-too-large`);
  * 3. 8 + n <= file size (`invalid-header-length`); 4. UTF-8 (`invalid-header-utf8`); 5. JSON
- * (`invalid-header-json`); 6. structure (`invalid-header-structure`); 7. dtypes (`unknown-dtype`);
+ * (`invalid-header-json`) with no key twice in one object (`duplicate-key`: the reference rejects it,
+ * JSON.parse would keep the last); 6. structure (`invalid-header-structure`); 7. dtypes (`unknown-dtype`);
  * 8. shape x dtype size, overflow-checked, equals the span (`shape-overflow`, `span-mismatch`);
  * 9. offsets sorted, contiguous from 0 (`offsets-gap`, `offsets-overlap`); 10. the last end is the end of
  * the file (`trailing-bytes`, `truncated-data`). A `Header` exists only once all of these passed.
@@ -72,6 +73,10 @@ export function parseHeader(file: string, bytes: Uint8Array, fileSize: number): 
     json = JSON.parse(text);
   } catch (e) {
     return err(new SafetensorsError({ reason: 'invalid-header-json', file, detail: (e as Error).message }));
+  }
+  const dup = duplicateKey(text);
+  if (dup !== null) {
+    return err(new SafetensorsError({ reason: 'duplicate-key', file, ...(dup.tensor !== undefined ? { tensor: dup.tensor } : {}), expected: 'each key once per object', actual: dup.key, detail: `key ${JSON.stringify(dup.key)} appears twice in ${dup.tensor === undefined ? 'the header object' : `the entry of ${JSON.stringify(dup.tensor)}`}` }));
   }
 
   // 6. structure
@@ -187,4 +192,44 @@ function firstInvalidUtf8(bytes: Uint8Array): string {
     i += len;
   }
   return `invalid UTF-8 sequence at header byte ${i}`;
+}
+
+/**
+ * The first key named twice in one object of `text` (already known to be valid JSON), compared after
+ * unescaping (`"a"` and `"\\u0061"` are the same key); `tensor` is the top-level entry it is inside, if any.
+ */
+export function duplicateKey(text: string): { key: string; tensor?: string } | null {
+  interface Frame {
+    readonly keys: Set<string> | null; // null for arrays
+    expectKey: boolean;
+    readonly owner: string | undefined; // the top-level key this object is (inside)
+    lastKey: string | undefined;
+  }
+  const stack: Frame[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      let j = i + 1;
+      while (text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c /* \ */ ? 2 : 1;
+      const top = stack[stack.length - 1];
+      if (top?.keys != null && top.expectKey) {
+        const key = JSON.parse(text.slice(i, j + 1)) as string;
+        if (top.keys.has(key)) return stack.length === 1 ? { key } : { key, ...(top.owner !== undefined ? { tensor: top.owner } : {}) };
+        top.keys.add(key);
+        top.lastKey = key;
+        top.expectKey = false;
+      }
+      i = j;
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      const parent = stack[stack.length - 1];
+      const owner = stack.length === 1 ? parent!.lastKey : parent?.owner;
+      stack.push({ keys: c === 0x7b ? new Set() : null, expectKey: c === 0x7b, owner, lastKey: undefined });
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      stack.pop();
+    } else if (c === 0x2c /* , */) {
+      const top = stack[stack.length - 1];
+      if (top?.keys != null) top.expectKey = true;
+    }
+  }
+  return null;
 }

@@ -25,7 +25,10 @@ function int(cfg: Json, key: string): number | undefined {
 /** Files that are the tokenizer (everything of MODEL_FILES but config, generation config and template). */
 const TOKENIZER_FILES = MODEL_FILES.map((m) => m.name).filter((n) => !['config.json', 'generation_config.json', 'chat_template.jinja', 'chat_template.json'].includes(n));
 
-export function architectureFor(dir: string, manifest: QuantizationManifest, sampling: SamplingDefaults = NO_PENALTIES): Result<Architecture, AssemblyFailure> {
+/** The source checkpoint's tensors by name (headers only), recorded as architecture.json `source_tensors`. */
+export type SourceTensors = Record<string, { shape: number[]; dtype: string }>;
+
+export function architectureFor(dir: string, manifest: QuantizationManifest, sampling: SamplingDefaults = NO_PENALTIES, sourceTensors?: SourceTensors): Result<Architecture, AssemblyFailure> {
   const configPath = join(dir, 'config.json');
   let config: Json;
   try {
@@ -83,6 +86,7 @@ export function architectureFor(dir: string, manifest: QuantizationManifest, sam
       packed_2bit_parameters: live.filter((t) => t.encoding === 'packed_2bit').reduce((s, t) => s + numel(t.shape), 0),
       float_parameters: live.filter((t) => t.encoding === 'float').reduce((s, t) => s + numel(t.shape), 0),
     },
+    ...(sourceTensors !== undefined ? { source_tensors: sourceTensors } : {}),
     serving: { entrypoint: SERVE_SH, server: `${SERVER_DIR}/${SERVER_PACKAGE}`, requirements: REQUIREMENTS, wheels: `${WHEELS_DIR}/`, text_only: true, sampling_defaults: { ...sampling } },
     files: {
       manifest: ref(MANIFEST),

@@ -10,7 +10,7 @@ import { prettyJson, sha256 } from '../../engine/digest.ts';
 import type { SchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
-import { architectureFor, type SamplingDefaults } from './architecture.ts';
+import { architectureFor, type SamplingDefaults, type SourceTensors } from './architecture.ts';
 import { ARCHITECTURE, EVIDENCE_DIR, EVIDENCE_FILES, isServerCodeFile, MANIFEST, MODEL_FILES, REQUIREMENTS, SERVE_SH, SERVER_DIR, SERVER_PACKAGE, STARTUP_BUDGET, STARTUP_BUDGET_MD, WEIGHTS_DIR, WHEELS_DIR, WHEELS_LOCK, WHEELS_RECORD } from './layout.ts';
 import { budgetMarkdown, readRates, startupBudget, submissionFacts } from './startup-budget.ts';
 import type { StartupBudget } from '../../schemas/generated/startup-budget.ts';
@@ -25,6 +25,8 @@ export interface AssemblySources {
   upstream: (stage: string) => string;
   /** The server's penalties for requests that name none (the emit profile section); none by default. */
   sampling?: SamplingDefaults;
+  /** The source checkpoint's tensor list, recorded in architecture.json so `verify` checks coverage. */
+  sourceTensors?: SourceTensors;
 }
 
 /** Why a submission could not be assembled. */
@@ -154,7 +156,7 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   for (const w of wheelFiles) link(join(wheelsOut, WHEELS_DIR, w), join(out, WHEELS_DIR, w));
   for (const e of EVIDENCE_FILES) link(join(src.upstream(e.stage), e.path), join(out, EVIDENCE_DIR, e.name));
 
-  const arch = architectureFor(out, manifest, src.sampling);
+  const arch = architectureFor(out, manifest, src.sampling, src.sourceTensors);
   if (!arch.ok) return arch;
   const archErrors = schemas.validate('architecture.schema.json', arch.value);
   if (archErrors.length > 0) throw new Error(`architecture.json fails its own schema: ${archErrors.join('; ')}`);

@@ -130,6 +130,13 @@ def read_manifest(sub: Path) -> dict:
         for k in needed:
             if k not in t:
                 raise LoadError("manifest-invalid", f"tensor {name}: {enc} needs {k}", tensor=name, expected=k)
+        # Each entry's keys are its own (as pack names them), so two same-shaped tensors cannot swap bytes.
+        own = {"codes_key": f"{name}.codes", "scale_key": f"{name}.scale"} if enc == "packed_2bit" \
+            else {"data_key": name}
+        for k, want in own.items():
+            if t[k] != want:
+                raise LoadError("key-not-own", f"tensor {name}: {k} {t[k]!r} is not its own ({want!r})",
+                                tensor=name, expected=want, actual=t[k])
     return manifest
 
 
@@ -148,11 +155,46 @@ def sha256_file(path: Path, chunk: int = 8 << 20) -> str:
     return h.hexdigest()
 
 
+# The largest scale accepted (the largest finite float16), as lib/audit/audit.ts SCALE_MAX.
+SCALE_MAX = 65504.0
+
+
+def shard_path(sub: Path, file: Any) -> Path:
+    """The path of a manifest shard name, which must resolve inside <sub>/weights/; refused by name otherwise
+    (absolute, "..", or a symlink leading out), before anything is opened."""
+    if not isinstance(file, str) or not file.startswith("weights/") or file.startswith("/") or "\\" in file \
+            or "\0" in file or any(part in ("", ".", "..") for part in file.split("/")):
+        raise LoadError("shard-path-outside-weights", f"shard name {file!r} is not a path inside weights/",
+                        shard=file)
+    weights = (sub / "weights").resolve()
+    path = (sub / file).resolve()
+    if weights not in path.parents:
+        raise LoadError("shard-path-outside-weights", f"shard {file!r} resolves outside weights/", shard=file)
+    return sub / file
+
+
+def check_values(name: str, key: str, t: torch.Tensor, scale: bool) -> None:
+    """Scales finite and in (0, SCALE_MAX]; float tensors finite (as the audit checks them)."""
+    if not t.is_floating_point():
+        return
+    bad = ~torch.isfinite(t)
+    reason = "scale-not-finite" if scale else "float-not-finite"
+    if scale and not bool(bad.any()):
+        bad = ~((t > 0) & (t <= SCALE_MAX))
+        reason = "scale-out-of-range"
+    if bool(bad.any()):
+        i = int(bad.flatten().nonzero()[0])
+        value = float(t.flatten()[i])
+        raise LoadError(reason, f"{name}: {key} element {i} is {value}"
+                        + (f" (scales must be finite, > 0, <= {SCALE_MAX:g})" if scale else " (must be finite)"),
+                        tensor=name, key=key, actual=repr(value))
+
+
 def verify_shards(sub: Path, manifest: dict) -> list[dict]:
     """Size then sha256 of every listed shard; raises on the first mismatch."""
     out = []
     for s in manifest["shards"]:
-        path = sub / s["file"]
+        path = shard_path(sub, s["file"])
         if not path.is_file():
             raise LoadError("shard-missing", f"shard {s['file']} not found", path=str(path))
         size = path.stat().st_size
@@ -277,7 +319,7 @@ def load_model(submission_dir: str | Path, device: str | torch.device = "auto",
     raw: dict[str, tuple[dict, dict[str, torch.Tensor]]] = {}
     load_device = "cpu" if dev.type == "cpu" else str(dev)
     for shard, names in by_shard.items():
-        with safe_open(str(sub / shard), framework="pt", device=load_device) as f:
+        with safe_open(str(shard_path(sub, shard)), framework="pt", device=load_device) as f:
             keys = set(f.keys())
             for name in names:
                 entry = manifest["tensors"][name]
@@ -307,6 +349,7 @@ def load_model(submission_dir: str | Path, device: str | torch.device = "auto",
             codes, scale = got[entry["codes_key"]], got[entry["scale_key"]]
             _check_shape(name, entry["codes_key"], codes, [shape[0], shape[1] // 4], torch.uint8)
             _check_shape(name, entry["scale_key"], scale, [shape[0], shape[1] // g], torch.float32)
+            check_values(name, entry["scale_key"], scale, scale=True)
             try:
                 t = unpack_2bit(codes, shape[1])
             except ValueError as e:
@@ -317,6 +360,7 @@ def load_model(submission_dir: str | Path, device: str | torch.device = "auto",
             data = got[entry["data_key"]]
             src_dtype = SAFETENSORS_DTYPES.get(str(entry["dtype"]).upper())
             _check_shape(name, entry["data_key"], data, shape, src_dtype or data.dtype)
+            check_values(name, entry["data_key"], data, scale=False)
             w = data.to(want_dtype)
             provenance = {"data_key": entry["data_key"]}
         weights[target] = w.to(dev)

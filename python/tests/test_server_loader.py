@@ -96,10 +96,16 @@ def test_refuses_shard_with_wrong_size(sub: Path) -> None:
 def test_refuses_manifest_tensor_the_model_does_not_use(sub: Path) -> None:
     from ternforge_server.loader import LoadError, load_model
 
-    def add_stray(m: dict) -> None:
-        m["tensors"]["model.language_model.layers.9.mlp.up_proj.weight"] = dict(
-            m["tensors"]["model.language_model.layers.0.mlp.up_proj.weight"])
+    src, stray = "model.language_model.layers.0.mlp.up_proj.weight", "model.language_model.layers.9.mlp.up_proj.weight"
 
+    def add_stray(m: dict) -> None:  # its own keys (an entry may not borrow another's)
+        m["tensors"][stray] = dict(m["tensors"][src], codes_key=stray + ".codes", scale_key=stray + ".scale")
+
+    def copy_bytes(tensors: dict) -> None:
+        for suffix in (".codes", ".scale"):
+            tensors[stray + suffix] = tensors[src + suffix].clone()
+
+    rewrite_shard(sub, src, copy_bytes)
     rewrite_manifest(sub, add_stray)
     with pytest.raises(LoadError) as e:
         load_model(sub, "cpu")
@@ -111,8 +117,129 @@ def test_refuses_key_missing_from_shard(sub: Path) -> None:
     from ternforge_server.loader import LoadError, load_model
 
     name = "model.language_model.layers.1.mlp.down_proj.weight"
-    rewrite_manifest(sub, lambda m: m["tensors"][name].update(scale_key=name + ".nope"))
+    shard = rewrite_shard(sub, name, lambda tensors: tensors.pop(name + ".scale"))
     with pytest.raises(LoadError) as e:
         load_model(sub, "cpu")
     assert (e.value.reason, e.value.facts["tensor"], e.value.facts["key"]) == \
-        ("tensor-missing-in-shard", name, name + ".nope")
+        ("tensor-missing-in-shard", name, name + ".scale")
+    assert shard.startswith("weights/")
+
+
+def rewrite_shard(sub: Path, name: str, edit) -> str:
+    """Apply `edit(tensors)` to the shard holding manifest entry `name`, and rewrite the manifest's size and
+    sha256 to match (so only the new check can refuse it). Returns the shard's name."""
+    import hashlib
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    manifest = json.loads((sub / "quantization_manifest.json").read_text())
+    shard = manifest["tensors"][name]["shard"]
+    tensors = load_file(str(sub / shard))
+    edit(tensors)
+    save_file(tensors, str(sub / shard), metadata={"format": "pt"})
+    data = (sub / shard).read_bytes()
+
+    def fix(m: dict) -> None:
+        for s in m["shards"]:
+            if s["file"] == shard:
+                s.update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+    rewrite_manifest(sub, fix)
+    return shard
+
+
+def _relocate(sub: Path, old: str, new: str) -> None:
+    def edit(m: dict) -> None:
+        for s in m["shards"]:
+            if s["file"] == old:
+                s["file"] = new
+        for t in m["tensors"].values():
+            if t["shard"] == old:
+                t["shard"] = new
+
+    rewrite_manifest(sub, edit)
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink"])
+def test_refuses_shard_names_outside_weights(sub: Path, tmp_path: Path, how: str) -> None:
+    """With weights/ emptied of one shard and the shard elsewhere, the loader refuses by name (never opens it)."""
+    from ternforge_server.loader import LoadError, load_model
+
+    old = "weights/model-00002-of-00002.safetensors"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.move(str(sub / old), str(elsewhere / "x.safetensors"))
+    if how == "absolute":
+        new = str(elsewhere / "x.safetensors")
+    elif how == "dotdot":
+        new = "weights/../../elsewhere/x.safetensors"
+    else:
+        (sub / "weights/link.safetensors").symlink_to(elsewhere / "x.safetensors")
+        new = "weights/link.safetensors"
+    _relocate(sub, old, new)
+    with pytest.raises(LoadError) as e:
+        load_model(sub, "cpu")
+    assert e.value.reason == "shard-path-outside-weights"
+    assert e.value.facts["shard"] == new
+
+
+def test_refuses_etc_passwd_as_a_shard_without_reading_it(sub: Path) -> None:
+    from ternforge_server.loader import LoadError, load_model
+
+    _relocate(sub, "weights/model-00002-of-00002.safetensors", "/etc/passwd")
+    with pytest.raises(LoadError) as e:
+        load_model(sub, "cpu")
+    assert e.value.reason == "shard-path-outside-weights"
+    assert "size" not in str(e.value.to_json())
+
+
+SCALED = "model.language_model.layers.1.mlp.down_proj.weight"
+
+
+@pytest.mark.parametrize("value,reason", [(float("nan"), "scale-not-finite"), (float("inf"), "scale-not-finite"),
+                                          (-0.5, "scale-out-of-range"), (0.0, "scale-out-of-range"),
+                                          (1e38, "scale-out-of-range")])
+def test_refuses_bad_scale_with_hashes_rewritten(sub: Path, value: float, reason: str) -> None:
+    from ternforge_server.loader import LoadError, load_model
+
+    def edit(tensors: dict) -> None:
+        tensors[SCALED + ".scale"].view(-1)[5] = value
+
+    rewrite_shard(sub, SCALED, edit)
+    with pytest.raises(LoadError) as e:
+        load_model(sub, "cpu")
+    assert (e.value.reason, e.value.facts["tensor"], e.value.facts["key"]) == (reason, SCALED, SCALED + ".scale")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("-inf")])
+def test_refuses_non_finite_norm_weight(sub: Path, value: float) -> None:
+    from ternforge_server.loader import LoadError, load_model
+
+    name = "model.language_model.norm.weight"
+
+    def edit(tensors: dict) -> None:
+        tensors[name].view(-1)[3] = value
+
+    rewrite_shard(sub, name, edit)
+    with pytest.raises(LoadError) as e:
+        load_model(sub, "cpu")
+    assert (e.value.reason, e.value.facts["tensor"]) == ("float-not-finite", name)
+
+
+def test_refuses_swapped_keys_of_two_same_shaped_tensors(sub: Path) -> None:
+    from ternforge_server.loader import LoadError, load_model
+
+    a, b = "model.language_model.layers.0.mlp.up_proj.weight", "model.language_model.layers.1.mlp.up_proj.weight"
+
+    def swap(m: dict) -> None:
+        ta, tb = m["tensors"][a], m["tensors"][b]
+        assert ta["shape"] == tb["shape"] and ta["shard"] == tb["shard"]
+        for k in ("codes_key", "scale_key"):
+            ta[k], tb[k] = tb[k], ta[k]
+
+    rewrite_manifest(sub, swap)
+    with pytest.raises(LoadError) as e:
+        load_model(sub, "cpu")
+    assert e.value.reason == "key-not-own"
+    assert (e.value.facts["tensor"], e.value.facts["actual"]) == (a, b + ".codes")

@@ -98,6 +98,15 @@ export interface Architecture {
      */
     float_parameters: number;
   };
+  /**
+   * The source checkpoint's own tensor list (every tensor, from its safetensors headers; no bytes): what verify checks the manifest's coverage against when no --source is given.
+   */
+  source_tensors?: {
+    [k: string]: {
+      shape: number[];
+      dtype: string;
+    };
+  };
   serving: {
     /**
      * serve.sh; honours HOST, PORT (default 8000), MODEL_NAME.

@@ -280,14 +280,7 @@ async function status(graph: Graph, root: string, g: GlobalOptions & { workdir: 
 async function lock(graph: Graph, root: string, g: GlobalOptions & { workdir: string }, stages: readonly string[], update: boolean): Promise<number> {
   const known = [...graph.order].sort();
   for (const st of stages) if (!graph.defs.has(st)) return fail({ reason: 'unknown-stage', stage: st, known });
-  const held = await lockWorkspace(g);
-  if (typeof held === 'number') return held;
-  const s = openSession(graph, root, g);
-  if (typeof s === 'number') {
-    held.release();
-    return s;
-  }
-  try {
+  return withLockedSession(graph, root, g, async (s) => {
     const note = (line: string): void => void process.stderr.write(`${line}\n`);
     const targets = stages.length > 0 ? stages : graph.order.filter((st) => graph.defs.get(st)!.pins !== undefined);
     for (const stage of targets) if (s.pinRequests(stage).length === 0) note(`${stage}: pins no sources in profile ${s.profile.name}`);
@@ -297,12 +290,11 @@ async function lock(graph: Graph, root: string, g: GlobalOptions & { workdir: st
     if (g.json === true) process.stdout.write(JSON.stringify({ profile: s.profile.name, lockFile: s.pinLock.path, changes, failure: result.ok ? null : result.error }, null, 2) + '\n');
     else process.stdout.write(changes.flatMap(formatPinChange).map((l) => `${l}\n`).join(''));
     return result.ok ? 0 : fail(result.error);
-  } finally {
-    held.release();
-  }
+  });
 }
 
-async function gc(graph: Graph, root: string, g: GlobalOptions & { workdir: string }): Promise<number> {
+/** Runs `body` on a session of the workspace while holding its lock (released however `body` ends). */
+async function withLockedSession(graph: Graph, root: string, g: GlobalOptions & { workdir: string }, body: (s: Session) => Promise<number>): Promise<number> {
   const held = await lockWorkspace(g);
   if (typeof held === 'number') return held;
   const s = openSession(graph, root, g);
@@ -311,6 +303,14 @@ async function gc(graph: Graph, root: string, g: GlobalOptions & { workdir: stri
     return s;
   }
   try {
+    return await body(s);
+  } finally {
+    held.release();
+  }
+}
+
+async function gc(graph: Graph, root: string, g: GlobalOptions & { workdir: string }): Promise<number> {
+  return withLockedSession(graph, root, g, async (s) => {
     const r = collectGarbage(s.ws, s.schemas, s.hasher);
     await s.close();
     if (g.json === true) process.stdout.write(JSON.stringify(r, null, 2) + '\n');
@@ -319,7 +319,5 @@ async function gc(graph: Graph, root: string, g: GlobalOptions & { workdir: stri
       process.stdout.write(`freed ${human(r.freedBytes)} (${r.storeDirs.length} store dirs, ${r.runEntries.length} run-cache entries)\n`);
     }
     return 0;
-  } finally {
-    held.release();
-  }
+  });
 }

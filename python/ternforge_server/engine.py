@@ -127,6 +127,14 @@ class GenerationStream:
         return self.result().__await__()
 
 
+def check_request(ids: list[int], max_new: int) -> None:
+    """What every engine's generate() refuses: the in-process BatchEngine and the upstream client alike."""
+    if not ids:
+        raise ValueError("generate needs at least one prompt token")
+    if max_new < 1:
+        raise ValueError("max_new must be >= 1")
+
+
 class _Post:
     """Items for streams' asyncio queues, handed to each event loop in one call when the post is sent (or at
     once when a stream is fed outside a step): one wake-up of the HTTP loop per decode step, not one per row."""
@@ -228,10 +236,7 @@ class BatchEngine:
     def generate(self, ids: list[int], max_new: int, stop_ids: Iterable[int] = (), deadline: float | None = None,
                  sampling: Sampling = Sampling()) -> GenerationStream:
         """Queue one request; `deadline` is a time.monotonic() value. Raises QueueFull when the queue is full."""
-        if not ids:
-            raise ValueError("generate needs at least one prompt token")
-        if max_new < 1:
-            raise ValueError("max_new must be >= 1")
+        check_request(ids, max_new)
         stream = GenerationStream()
         req = _Request(list(ids), int(max_new), frozenset(int(s) for s in stop_ids), deadline, sampling, stream)
         with self._cond:

@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator, Iterable
 
 import h11
 
-from .engine import GenerationStream, QueueFull, Sampling
+from .engine import GenerationStream, QueueFull, Sampling, check_request
 
 
 class UpstreamError(Exception):
@@ -166,10 +166,7 @@ class UpstreamEngine:
 
     def generate(self, ids: list[int], max_new: int, stop_ids: Iterable[int] = (), deadline: float | None = None,
                  sampling: Sampling = Sampling()) -> GenerationStream:
-        if not ids:
-            raise ValueError("generate needs at least one prompt token")
-        if max_new < 1:
-            raise ValueError("max_new must be >= 1")
+        check_request(ids, max_new)
         stops = sorted({int(s) for s in stop_ids})
         body: dict = {"model": self.model, "prompt": list(ids), "max_tokens": int(max_new),
                       "temperature": sampling.temperature, "top_p": sampling.top_p,

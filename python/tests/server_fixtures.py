@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import torch
@@ -284,3 +286,14 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+
+
+def http(url: str, body: object | bytes | None = None, method: str | None = None, timeout: float = 120):
+    data = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method=method or ("POST" if data is not None else "GET"),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()

@@ -6,13 +6,11 @@ import json
 import statistics
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from server_fixtures import ServerProcess, build_submission
+from server_fixtures import ServerProcess, build_submission, http
 
 
 @pytest.fixture(scope="module")
@@ -25,17 +23,6 @@ def server(tmp_path_factory):
         yield srv
     finally:
         srv.stop()
-
-
-def http(url: str, body: object | bytes | None = None, method: str | None = None, timeout: float = 120):
-    data = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(url, data=data, method=method or ("POST" if data is not None else "GET"),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def chat_body(content: str = "what is two plus three", **kw) -> dict:

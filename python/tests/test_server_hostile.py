@@ -7,12 +7,10 @@ import socket
 import statistics
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-from server_fixtures import ServerProcess, build_submission
+from server_fixtures import ServerProcess, build_submission, http
 
 BODY_TIMEOUT = 2.0
 
@@ -27,17 +25,6 @@ def server(tmp_path_factory):
         yield srv
     finally:
         srv.stop()
-
-
-def http(url: str, body: object | bytes | None = None, timeout: float = 60):
-    data = body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def chat(content: str = "what is two plus three", **kw) -> dict:

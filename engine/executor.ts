@@ -17,6 +17,8 @@ import type { Evaluation, Session } from './session.ts';
 import { lockPending } from './pin-resolve.ts';
 import { commitToStore, listingDigest, listOutputs, pointOutputs, writeEvidence } from './store.ts';
 import type { StageContext, StageOutcome } from './types.ts';
+import { withPlaceholders } from './host-paths.ts';
+import { venvDir } from './venv.ts';
 import { runWorker } from './worker.ts';
 
 /** What happened to one stage. */
@@ -168,7 +170,7 @@ async function runOne(s: Session, ev: Evaluation, o: RunOptions): Promise<RunOne
     listing = listed.value;
     digest = listingDigest(listing);
   }
-  setEvidenceRoots(s.root, s.ws.workdir);
+  setEvidenceRoots(s.root, s.ws.workdir, venvDir(s.ws.workdir));
   const record: EvidenceRecord = {
     schema: 1,
     stage,
@@ -198,22 +200,21 @@ async function runOne(s: Session, ev: Evaluation, o: RunOptions): Promise<RunOne
 
 /**
  * An evidence record holds no path of the build machine: the repository becomes `.`, the workdir
- * `<workdir>`, the home directory `~`, the temp directory `<tmp>`, and the node binary its name. Two
+ * `<workdir>`, the Python venv `<venv>`, the home directory `~`, the temp directory `<tmp>`, and the node
+ * binary its name. Two
  * builds on two machines then differ only where their work did. (keyData is left as computed: freshness
  * compares it.)
  */
 let hostPrefixes: Array<[string, string]> | null = null;
-export function setEvidenceRoots(root: string, workdir: string): void {
-  hostPrefixes = [[workdir, '<workdir>'], [root, '.'], [homedir(), '~'], [tmpdir(), '<tmp>']]
+export function setEvidenceRoots(root: string, workdir: string, venv?: string): void {
+  hostPrefixes = [[workdir, '<workdir>'], [root, '.'], ...(venv !== undefined ? [[venv, '<venv>']] : []), [homedir(), '~'], [tmpdir(), '<tmp>']]
     .filter(([p]) => p.length > 1)
     .sort((a, b) => b[0].length - a[0].length) as Array<[string, string]>;
 }
 
 export function hostFree(text: string): string {
   if (text === process.execPath) return 'node';
-  let out = text;
-  for (const [prefix, name] of hostPrefixes ?? []) out = out.split(prefix).join(name);
-  return out;
+  return withPlaceholders(text, hostPrefixes ?? []);
 }
 
 export function scrubHostPaths(value: unknown): unknown {

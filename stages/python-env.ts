@@ -53,12 +53,13 @@ function exec(ctx: StageContext<PythonEnvParams>, cmd: string, args: string[]): 
 }
 
 /**
- * The system Python's version line: it enters the key. `-S` skips importing `site`, which cannot change
+ * The system Python's version line (`sys.version`: version, build and compiler; no path of this machine,
+ * since it is recorded in the evidence): it enters the key. `-S` skips importing `site`, which cannot change
  * the answer and was a third of the probe's time (a no-op `all` spends most of its engine time here).
  */
 function systemPythonVersion(): Promise<string> {
   return new Promise((resolve) => {
-    const child = spawn(SYSTEM_PYTHON, ['-S', '-c', 'import sys; print(sys.version.split()[0], sys.executable)'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const child = spawn(SYSTEM_PYTHON, ['-S', '-c', 'import sys; print(" ".join(sys.version.split()))'], { stdio: ['ignore', 'pipe', 'ignore'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.once('error', () => resolve('absent'));

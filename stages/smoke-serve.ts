@@ -4,30 +4,35 @@
  * within the start-up limit, one request as graded plus `concurrency` at once all well-formed within the
  * deadline, /health afterwards. Writes `smoke.json` (schemas/smoke-report.schema.json), `serve.log` and
  * the server's `startup-report.json`; fails naming each failed gate. The server's whole process group
- * is ended at the end, always (abort included).
+ * is ended at the end, always (abort included). The scratch lies in `.ternforge/<profile>/smoke-serve/`;
+ * what a SIGKILLed run left there (processes and directory) the next run ends first.
  *
  * Uncached: it measures a live process, whose result its declared inputs do not fully decide.
  */
-import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { prettyJson } from '../engine/digest.ts';
+import { withPlaceholders } from '../engine/host-paths.ts';
 import { SchemaSet } from '../engine/json-io.ts';
 import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
+import { prepareScratch, scratchBase } from '../lib/smoke/scratch.ts';
 import { runSmoke, venvBaseDir } from '../lib/smoke/smoke.ts';
 import type { SmokeServeParams } from '../schemas/generated/smoke-serve.ts';
 
 export const stage = defineStage<SmokeServeParams>({
   name: 'smoke-serve',
   summary: 'Start serve.sh offline from the emitted directory and check gates 4-6 (start-up, load, health after load)',
-  code: ['stages/smoke-serve.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'schemas/smoke-report.schema.json'],
+  code: ['stages/smoke-serve.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/smoke/scratch.ts', 'engine/host-paths.ts', 'schemas/smoke-report.schema.json'],
   schema: 'schemas/stages/smoke-serve.schema.json',
   tools: ['node'],
   outputs: 'uncached',
   async run(ctx) {
     const p = ctx.params;
-    const scratch = mkdtempSync(join(tmpdir(), 'ternforge-smoke-'));
+    // A run killed with SIGKILL could not end its runner and server or remove its scratch: the next
+    // run does (lib/smoke/scratch.ts).
+    const scratch = await prepareScratch(scratchBase(ctx.workdir, ctx.profile), (l) => ctx.log(l));
     try {
       const pythonDir = p.python !== undefined ? join(p.python, '..') : venvBaseDir(ctx.python);
       const r = await runSmoke({
@@ -48,8 +53,13 @@ export const stage = defineStage<SmokeServeParams>({
       const report = r.value;
       const errors = new SchemaSet(join(ctx.root, 'schemas')).validate('smoke-report.schema.json', report);
       if (errors.length > 0) throw new Error(`smoke.json fails its own schema: ${errors.join('; ')}`);
-      writeFileSync(join(ctx.out, 'smoke.json'), prettyJson(report));
-      for (const f of ['serve.log', 'startup-report.json']) if (existsSync(join(scratch, f))) copyFileSync(join(scratch, f), join(ctx.out, f));
+      // The evidence names no path of this machine: the scratch copy is `<scratch>`, the interpreter's
+      // directory `<python>`, the venv `<venv>`, the workdir `<workdir>`, the repository `.`, home `~`, temp `<tmp>`.
+      const places: Array<[string, string]> = [[scratch, '<scratch>'], ...(pythonDir !== undefined ? [[pythonDir, '<python>'] as [string, string]] : []), [dirname(dirname(ctx.python)), '<venv>'], [ctx.workdir, '<workdir>'], [ctx.root, '.'], [homedir(), '~'], [tmpdir(), '<tmp>']];
+      writeFileSync(join(ctx.out, 'smoke.json'), withPlaceholders(prettyJson(report), places));
+      for (const f of ['serve.log', 'startup-report.json']) {
+        if (existsSync(join(scratch, f))) writeFileSync(join(ctx.out, f), withPlaceholders(readFileSync(join(scratch, f), 'utf8'), places));
+      }
 
       for (const g of report.gates) ctx.log(`gate ${g.gate} (${g.name}): ${g.status}${g.detail !== undefined ? `: ${g.detail}` : ''}`);
       const s = report.startup;

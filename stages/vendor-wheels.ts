@@ -103,7 +103,9 @@ export const stage = defineStage<VendorWheelsParams>({
     const cacheDir = wheelCacheDir();
     const cached = await ensureCached({ python: ctx.python, cacheDir, pins, target, findLinks, ...index, ...sig, log: (l) => ctx.log(l) });
     if (!cached.ok) return err(toFailure(ctx.stage, cached.error, target));
-    ctx.log(`cache ${cacheDir}: ${cached.value.hits} hit(s), ${cached.value.downloaded} downloaded`);
+    // Named by its variable when set there: the evidence holds no path of this machine (~ is scrubbed).
+    const cacheName = process.env.TERNFORGE_WHEEL_CACHE ? '$TERNFORGE_WHEEL_CACHE' : cacheDir;
+    ctx.log(`cache ${cacheName}: ${cached.value.hits} hit(s), ${cached.value.downloaded} downloaded`);
 
     const wheelsDir = join(ctx.out, 'wheels');
     const vendored = await vendorInto(wheelsDir, pins, cached.value.files);
@@ -153,7 +155,7 @@ export const stage = defineStage<VendorWheelsParams>({
         total_size: record.total_size,
         cuda: cuda === null ? null : { runtime: cuda.runtime, torch: cuda.torch, min_driver: cuda.min_driver },
         resolve_s: Number((tResolve / 1000).toFixed(2)),
-        cache: { dir: cacheDir, hits: cached.value.hits, downloaded: cached.value.downloaded },
+        cache: { dir: cacheName, hits: cached.value.hits, downloaded: cached.value.downloaded },
         linked: vendored.value.linked,
         copied: vendored.value.copied,
         proof: proof.checks.map((c) => ({ check: c.check, status: c.status, ...(c.command !== undefined ? { command: c.command } : {}) })),

@@ -13,8 +13,10 @@ import { fileURLToPath } from 'node:url';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { SmokeReport } from '../../schemas/generated/smoke-report.ts';
 import { exec } from '../submission/exec.ts';
+import { withPlaceholders } from '../../engine/host-paths.ts';
 import { linkOrCopy, listFiles } from '../../engine/files.ts';
 import type { RunnerConfig, RunnerResult } from './runner.ts';
+import { RUNNER_PGID_FILE, SERVER_PGID_FILE } from './scratch.ts';
 
 export interface SmokeOptions {
   /** The emitted submission directory (read-only use). */
@@ -66,6 +68,15 @@ export function venvBaseDir(venvPython: string): string | undefined {
   return /^home\s*=\s*(.+)$/m.exec(readFileSync(cfg, 'utf8'))?.[1]?.trim();
 }
 
+/**
+ * The environment as smoke.json records it: the same variables, with the scratch directory written
+ * `<scratch>` and the interpreter's directory `<python>`, so the record holds no path of this machine.
+ */
+export function recordedEnvironment(env: Record<string, string>, scratch: string, pythonDir?: string): Record<string, string> {
+  const places: Array<[string, string]> = [[scratch, '<scratch>'], ...(pythonDir !== undefined ? [[pythonDir, '<python>'] as [string, string]] : [])];
+  return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, withPlaceholders(v, places)]));
+}
+
 function killGroup(pgid: number, sig: NodeJS.Signals): void {
   try {
     process.kill(-pgid, sig);
@@ -107,7 +118,7 @@ export async function runSmoke(o: SmokeOptions): Promise<Result<SmokeReport, str
     concurrency: o.concurrency,
     requireStop: o.requireStop,
     logPath: join(o.scratch, 'serve.log'),
-    pgidPath: join(o.scratch, 'server.pgid'),
+    pgidPath: join(o.scratch, SERVER_PGID_FILE),
     resultPath: join(o.scratch, 'runner-result.json'),
     startupReportPath: env.TERNFORGE_STARTUP_REPORT!,
   };
@@ -130,6 +141,8 @@ export async function runSmoke(o: SmokeOptions): Promise<Result<SmokeReport, str
   o.log?.(`serve.sh on port ${port} from ${copy}${isolation.network_namespace ? ' inside a network namespace (loopback only)' : ` without a network namespace: ${isolation.reason}`}`);
 
   const child = spawn(cmd!, args, { env: { PATH: process.env.PATH ?? cleanPath(), HOME: home }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Recorded for the next run, should this process be SIGKILLed (lib/smoke/scratch.ts).
+  if (child.pid !== undefined) writeFileSync(join(o.scratch, RUNNER_PGID_FILE), String(child.pid));
   const runnerOut: string[] = [];
   child.stdout.on('data', (d: Buffer) => runnerOut.push(d.toString()));
   child.stderr.on('data', (d: Buffer) => runnerOut.push(d.toString()));
@@ -160,7 +173,7 @@ export async function runSmoke(o: SmokeOptions): Promise<Result<SmokeReport, str
     format: 'ternforge-smoke/1',
     ...r,
     isolation,
-    environment: env,
+    environment: recordedEnvironment(env, o.scratch, o.pythonDir),
     params: { max_tokens: o.maxTokens, concurrency: o.concurrency, deadline_s: o.deadlineS, startup_limit_s: o.startupLimitS, require_stop: o.requireStop },
   });
 }

@@ -16,7 +16,7 @@ export interface SmokeReport {
     reason?: string;
   };
   /**
-   * The complete environment serve.sh started with (paths relative to the scratch dir shown as given).
+   * The complete environment serve.sh started with; the scratch directory is written `<scratch>` and the interpreter's directory `<python>`, so no path of the build machine appears.
    */
   environment: {
     [k: string]: string;

@@ -1,6 +1,7 @@
 """Shared pytest setup: the `slow` marker (run with --runslow) and a session-wide tiny checkpoint."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,4 +31,16 @@ def tiny_fetch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     out = tmp_path_factory.mktemp("tiny-fetch")
     generate(out, seed=0, max_shard_bytes=2_000_000)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_calib(tiny_fetch_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """fetch-calib's output for the tiny profile's own sources, on tiny_fetch_dir's tokenizer."""
+    from ternforge.calib import fetch
+
+    profile = json.loads((Path(__file__).resolve().parents[2] / "profiles" / "tiny.json").read_text())
+    out = tmp_path_factory.mktemp("calib")
+    assert fetch.main({"model_dir": str(tiny_fetch_dir / "model"), "out": str(out),
+                       "sources": profile["stages"]["fetch-calib"]["sources"]})["ok"]
     return out

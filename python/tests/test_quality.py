@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from ternforge import quality
-from ternforge.calib import fetch
 from ternforge.quant import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,15 +20,6 @@ PARAMS = {"group_size": 32, "seed": 0, "calibration": {"seq_len": 64, "sequences
           "allocation": {"target_fraction": 0.955, "min_relative_score": 1.0},
           "gptq": {"actorder": True}, "kd": {"steps": 4, "lr": 0.05, "scale_lr": 5e-3, "batch_size": 4, "seq_len": 64,
                  "chat_prompts": 4, "chat_max_new": 8}}
-
-
-@pytest.fixture(scope="module")
-def tiny_calib(tiny_fetch_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    profile = json.loads((ROOT / "profiles" / "tiny.json").read_text())
-    out = tmp_path_factory.mktemp("calib")
-    assert fetch.main({"model_dir": str(tiny_fetch_dir / "model"), "out": str(out),
-                       "sources": profile["stages"]["fetch-calib"]["sources"]})["ok"]
-    return out
 
 
 def _quantize(method: str, model_dir: Path, calib: Path, work: Path) -> dict:

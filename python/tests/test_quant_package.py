@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 
-from ternforge.calib import fetch
 from ternforge.quant import config as qc
 from ternforge.quant import run
 from ternforge.quant.methods import METHODS
@@ -120,15 +119,6 @@ def test_no_import_cycle_in_the_quant_package() -> None:
     for m in sorted(mods):
         if m not in state:
             visit(m, [])
-
-
-@pytest.fixture(scope="module")
-def tiny_calib(tiny_fetch_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    profile = json.loads((ROOT / "profiles" / "tiny.json").read_text())
-    out = tmp_path_factory.mktemp("calib")
-    assert fetch.main({"model_dir": str(tiny_fetch_dir / "model"), "out": str(out),
-                       "sources": profile["stages"]["fetch-calib"]["sources"]})["ok"]
-    return out
 
 
 KEPT = "model.language_model.layers.3.self_attn.k_proj.weight"

@@ -17,6 +17,7 @@ import { mkdir, mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { auditSubmission } from '../lib/audit/audit.ts';
+import { contract, isExemptName } from '../lib/contract.ts';
 import { packCodes, packWords, unpackCodes, unpackWords } from '../lib/pack/layout.ts';
 import { writeSafetensors, type WriteEntry } from '../lib/safetensors/writer.ts';
 import type { ManifestTensor, QuantizationManifest } from '../schemas/generated/manifest.ts';
@@ -143,7 +144,7 @@ print(json.dumps({"pack_s": tp, "unpack_s": tu, "packed_sha256": hashlib.sha256(
     const tensors: Record<string, ManifestTensor> = {};
     const placement: Array<[string, number]> = [];
     for (const t of [...source].sort((a, b) => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name)))) {
-      const exempt = t.name.startsWith('model.visual.') || t.name.startsWith('mtp.') ? { exempt: true } : {};
+      const exempt = isExemptName(t.name) ? { exempt: true } : {};
       const isCodes = ternary(t);
       const [rows, cols] = [t.shape[0]!, t.shape[1] ?? 1];
       const g = groupSize || cols;
@@ -176,7 +177,7 @@ print(json.dumps({"pack_s": tp, "unpack_s": tu, "packed_sha256": hashlib.sha256(
       await fh.close();
     }
     for (const [name, k] of placement) tensors[name]!.shard = files[k]!.file;
-    const manifest = { format: 'ternforge-manifest/1', base_model: 'bench', revision: 'bench', method: 'random', packing: (await import('../lib/pack/pack-interchange.ts')).PACKING, shards: files, tensors };
+    const manifest = { format: contract().manifest_format as QuantizationManifest['format'], base_model: 'bench', revision: 'bench', method: 'random', packing: contract().packing.manifest as QuantizationManifest['packing'], shards: files, tensors };
     await writeFile(join(sub, 'quantization_manifest.json'), JSON.stringify(manifest));
     const totalBytes = files.reduce((a, f) => a + f.size, 0);
 

@@ -18,16 +18,20 @@ import { isAbsolute, join, posix, sep } from 'node:path';
 import { Ajv } from 'ajv';
 import type { ManifestTensor, QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { openSafetensors, type SafetensorsFile } from '../safetensors/reader.ts';
-import { computeGates, STORED_RATIO_MAX, TERNARY_FRACTION_MIN, type CountedTensor, type GateFigures } from './gates.ts';
+import { contract } from '../contract.ts';
+import { computeGates, gateThresholds, type CountedTensor, type GateFigures } from './gates.ts';
 import { ShardScanner, type CodeRange } from './scan.ts';
 import { isEmbeddingOrHead, isExemptName, textModelFilter, type SourceDescription } from './source.ts';
 
-export const MANIFEST_FILE = 'quantization_manifest.json';
+
 /**
- * The largest scale accepted: 65504, the largest finite float16. A dequantized weight is +-scale, and a
- * source weight beyond float16's range is not one a bf16 text model holds; larger scales are corrupt.
+ * The largest scale accepted (schemas/contract.json packing.scale_max: 65504, the largest finite float16). A
+ * dequantized weight is +-scale, and a source weight beyond float16's range is not one a bf16 text model
+ * holds; larger scales are corrupt.
  */
-export const SCALE_MAX = 65504;
+export function scaleMax(): number {
+  return contract().packing.scale_max;
+}
 export type GateName = 'ternary-fraction' | 'stored-parameters' | 'weight-audit';
 export const GATES: readonly GateName[] = ['ternary-fraction', 'stored-parameters', 'weight-audit'];
 
@@ -95,7 +99,7 @@ export async function auditSubmission(dir: string, options: AuditOptions): Promi
   const v = (x: Violation): void => {
     violations.push(x);
   };
-  const manifestPath = join(dir, MANIFEST_FILE);
+  const manifestPath = join(dir, contract().submission.manifest);
   const manifest = await readManifest(manifestPath, v);
   const shardRows: ShardRow[] = [];
   const rows: TensorRow[] = [];
@@ -239,7 +243,7 @@ function checkTensors(manifest: QuantizationManifest, open: Map<string, Safetens
     const t = manifest.tensors[name]!;
     const row: TensorRow = { name, encoding: t.encoding, shape: t.shape, audited: false, in_source: sourceNames?.has(name) ?? true, original: 0, codes: 0, scales: 0, floats: 0 };
     rows.push(row);
-    if (t.exempt === true && !isExemptName(name)) v({ gate: 'weight-audit', reason: 'false-exemption', tensor: name, detail: 'marked exempt but not under model.visual. or mtp.' });
+    if (t.exempt === true && !isExemptName(name)) v({ gate: 'weight-audit', reason: 'false-exemption', tensor: name, detail: `marked exempt but not under ${contract().tensors.exempt_prefixes.join(' or ')}` });
     if (!shardFiles.has(t.shard)) {
       v({ gate: 'weight-audit', reason: 'unknown-shard', tensor: name, shard: t.shard });
       continue;
@@ -334,6 +338,7 @@ function firstNonFinite(dtype: string, bytes: Uint8Array): [number, number] | nu
 
 /** Scales finite and in (0, SCALE_MAX]; float tensors finite. One violation per tensor (its first bad element). */
 async function checkValues(manifest: QuantizationManifest, open: Map<string, SafetensorsFile>, v: (x: Violation) => void): Promise<void> {
+  const SCALE_MAX = scaleMax();
   for (const name of Object.keys(manifest.tensors).sort()) {
     const t = manifest.tensors[name]!;
     const f = open.get(t.shard);
@@ -396,6 +401,7 @@ function checkSource(manifest: QuantizationManifest, source: SourceDescription, 
 }
 
 function buildReport(manifest: QuantizationManifest | null, source: SourceDescription | null, rows: TensorRow[], shards: ShardRow[], violations: Violation[]): AuditReport {
+  const { ternaryFractionMin: TERNARY_FRACTION_MIN, storedRatioMax: STORED_RATIO_MAX } = gateThresholds();
   const audited: CountedTensor[] = rows.filter((r) => r.audited);
   const figures = computeGates(audited);
   const valid = manifest !== null;

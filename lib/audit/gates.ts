@@ -1,13 +1,18 @@
 /**
  * Gates 1 and 2 of DESIGN.md section 2, as arithmetic over counted elements. The thresholds are constants of
- * the contract, the same for every profile.
+ * the contract (schemas/contract.json), the same for every profile.
  *
  * - ternary fraction = codes / (codes + scales + floats), which must exceed 0.95;
  * - stored / original = (codes + scales + floats) / original, which must not exceed 1.1;
  * counting elements, a packed byte as the four codes it holds.
  */
-export const TERNARY_FRACTION_MIN = 0.95;
-export const STORED_RATIO_MAX = 1.1;
+import { contract } from '../contract.ts';
+
+/** Gate 1's floor and gate 2's ceiling, from schemas/contract.json. */
+export function gateThresholds(): { ternaryFractionMin: number; storedRatioMax: number } {
+  const g = contract().gates;
+  return { ternaryFractionMin: g.ternary_fraction_min, storedRatioMax: g.stored_ratio_max };
+}
 
 /** One tensor of the audited set as counted from the stored bytes. */
 export interface CountedTensor {
@@ -42,6 +47,7 @@ export interface GateFigures {
 }
 
 export function computeGates(rows: readonly CountedTensor[]): GateFigures {
+  const { ternaryFractionMin: TERNARY_FRACTION_MIN, storedRatioMax: STORED_RATIO_MAX } = gateThresholds();
   let original = 0;
   let codes = 0;
   let scales = 0;

@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { err, ok, type Result } from '../../engine/result.ts';
+import { contract, isEmbeddingOrHead, isExemptName } from '../contract.ts';
 import { openCheckpoint } from '../safetensors/checkpoint.ts';
 import type { SafetensorsErrorFacts } from '../safetensors/errors.ts';
 
@@ -24,29 +25,17 @@ export interface SourceDescription {
   tieWordEmbeddings: boolean | null;
 }
 
-/** Tensors the text model does not use: vision tower and MTP head. */
-export const EXEMPT_PREFIXES = ['model.visual.', 'mtp.'] as const;
-/** Where a multimodal checkpoint keeps its text model. */
-export const LANGUAGE_MODEL_PREFIX = 'model.language_model.';
-export const OUTPUT_HEAD = 'lm_head.weight';
-const EMBEDDING_SUFFIX = 'embed_tokens.weight';
-
-export function isExemptName(name: string): boolean {
-  return EXEMPT_PREFIXES.some((p) => name.startsWith(p));
-}
-
-/** Input embedding or output head: outside the gates' audited set. */
-export function isEmbeddingOrHead(name: string): boolean {
-  return name === OUTPUT_HEAD || name.endsWith(EMBEDDING_SUFFIX);
-}
+// Exempt prefixes (vision tower, MTP head), the text model's prefix, the head and embedding names: schemas/contract.json.
+export { isEmbeddingOrHead, isExemptName } from '../contract.ts';
 
 /**
  * Which names belong to the text model: with a `model.language_model.` prefix in the source, those plus the
  * head; without it (Llama-style), everything not exempt.
  */
 export function textModelFilter(names: Iterable<string>): (name: string) => boolean {
-  const multimodal = [...names].some((n) => n.startsWith(LANGUAGE_MODEL_PREFIX));
-  return (name) => !isExemptName(name) && (!multimodal || name.startsWith(LANGUAGE_MODEL_PREFIX) || name === OUTPUT_HEAD);
+  const { text_prefix: textPrefix, output_head: head } = contract().tensors;
+  const multimodal = [...names].some((n) => n.startsWith(textPrefix));
+  return (name) => !isExemptName(name) && (!multimodal || name.startsWith(textPrefix) || name === head);
 }
 
 /** The gates' audited set of a source: text-model tensors minus the input embedding and the output head. */

@@ -18,23 +18,16 @@ import { SafetensorsError } from '../safetensors/errors.ts';
 import { writeSafetensors, type WriteEntry } from '../safetensors/writer.ts';
 import { CODES_PER_BYTE, checkGroupSize, packInto } from './layout.ts';
 import type { PackFailure } from './errors.ts';
+import { contract, isExemptName as isExempt } from '../contract.ts';
 
 export const DEFAULT_SHARD_BYTES = 2 * 1024 ** 3;
-export const MANIFEST_FILE = 'quantization_manifest.json';
-export const WEIGHTS_DIR = 'weights';
-/** Tensors of the source that the text model does not use (vision tower, MTP head). */
-export const EXEMPT_PREFIXES = ['model.visual.', 'mtp.'] as const;
-export const HEAD = 'lm_head.weight';
-const EMBED_SUFFIX = 'embed_tokens.weight';
-
-/** The packing convention as the manifest spells it (schemas/manifest.schema.json pins these strings). */
-export const PACKING: QuantizationManifest['packing'] = {
-  codes: 'c = t + 1 in {0,1,2}; 3 is invalid',
-  code_dtype: 'U8',
-  scale_dtype: 'F32',
-  layout: 'four codes per byte, least significant bits first, row-major: byte = c0 | c1<<2 | c2<<4 | c3<<6; codes tensor [out, in/4]',
-  formula: 'W[o, i] = (c[o, i] - 1) * scale[o, floor(i / group_size)]',
-};
+/**
+ * The packing convention as the manifest spells it: schemas/contract.json `packing.manifest`
+ * (schemas/manifest.schema.json pins the same strings; test/contract.test.ts holds them equal).
+ */
+export function manifestPacking(): QuantizationManifest['packing'] {
+  return { ...contract().packing.manifest } as QuantizationManifest['packing'];
+}
 
 export interface PackOptions {
   /** Data bytes per shard before a new one starts (default 2 GiB). */
@@ -78,10 +71,6 @@ class PackAbort extends Error {
   }
 }
 
-export function isExempt(name: string): boolean {
-  return EXEMPT_PREFIXES.some((p) => name.startsWith(p));
-}
-
 export function shardName(k: number, n: number): string {
   return `model-${String(k).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`;
 }
@@ -111,6 +100,7 @@ export async function packInterchange(interchangeDir: string, outDir: string, op
   const opened = await openFiles(interchangeDir, index.value.files, null);
   if (!opened.ok) return err({ reason: 'invalid-safetensors', error: opened.error.toJSON() });
   const ckpt = opened.value;
+  const { weights_dir: WEIGHTS_DIR, manifest: MANIFEST_FILE } = contract().submission;
   const weightsDir = join(outDir, WEIGHTS_DIR);
   const written: string[] = [];
   try {
@@ -136,11 +126,11 @@ export async function packInterchange(interchangeDir: string, outDir: string, op
     const tensors: Record<string, ManifestTensor> = {};
     for (const p of planned) tensors[p.name] = manifestEntry(p, shards[p.shard]!.file, tied);
     const manifest: QuantizationManifest = {
-      format: 'ternforge-manifest/1',
+      format: contract().manifest_format as QuantizationManifest['format'],
       base_model: index.value.base_model,
       revision: index.value.revision,
       method: index.value.method,
-      packing: PACKING,
+      packing: manifestPacking(),
       shards: shards as QuantizationManifest['shards'],
       tensors,
     };
@@ -178,6 +168,7 @@ function planTensors(index: InterchangeIndex, ckpt: Checkpoint, options: PackOpt
   const names = Object.keys(index.tensors).sort(byteOrder);
   const claimed = new Set<string>();
   const planned: Planned[] = [];
+  const { output_head: HEAD, embedding_suffix: EMBED_SUFFIX } = contract().tensors;
   const embed = names.find((n) => n.endsWith(EMBED_SUFFIX) && !isExempt(n)) ?? null;
   const tie = options.tieWordEmbeddings ?? (embed !== null && !names.includes(HEAD));
   if (tie && embed !== null && names.includes(HEAD)) return err({ reason: 'tied-head-present', tensor: embed, tiedTo: HEAD });
@@ -263,7 +254,7 @@ function manifestEntry(p: Planned, shard: string, tied: string | null): Manifest
   const base: ManifestTensor = p.ternary
     ? { encoding: 'packed_2bit', shape: [...p.entry.shape], dtype: p.entry.dtype, group_size: p.ternary.groupSize, shard, codes_key: `${p.name}.codes`, scale_key: `${p.name}.scale` }
     : { encoding: 'float', shape: [...p.entry.shape], dtype: p.entry.dtype, shard, data_key: p.name };
-  if (p.name === tied) base.tied_to = [HEAD];
+  if (p.name === tied) base.tied_to = [contract().tensors.output_head];
   if (p.entry.exempt === true || isExempt(p.name)) base.exempt = true;
   return base;
 }

@@ -12,6 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { listFiles } from '../../engine/files.ts';
 import { resolveAnchors, type Anchor, type Citation, type MissingAnchor } from './citations.ts';
+import { contract, isExemptName } from '../contract.ts';
 import { EVIDENCE_PATHS } from './layout.ts';
 import type { ProvenanceProof } from './provenance.ts';
 import type { StageEvidence } from './records.ts';
@@ -21,8 +22,6 @@ export const PINNED: Readonly<Record<string, { base_model: string; revision: str
   'qwen3.5-4b': { base_model: 'Qwen/Qwen3.5-4B', revision: '851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a' },
 };
 
-/** Tensor name prefixes that are never served (vision tower, MTP head). */
-export const EXEMPT_PREFIXES = ['model.visual.', 'mtp.', 'visual.'];
 
 /** Patterns in shipped server code that would reach a network service. */
 export const NETWORK_CLIENT = /\b(import|from)\s+(requests|httpx|aiohttp|openai|anthropic|urllib3|http\.client|urllib\.request)\b|https?:\/\/(?!localhost|127\.0\.0\.1|0\.0\.0\.0)/;
@@ -142,14 +141,15 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
   // 2. text-only
   {
     const names = Object.entries(manifest.tensors ?? {});
-    const exempt = names.filter(([n, t]) => t.exempt === true || EXEMPT_PREFIXES.some((p) => n.startsWith(p))).map(([n]) => n);
+    const exempt = names.filter(([n, t]) => t.exempt === true || isExemptName(n)).map(([n]) => n);
     const checks: GuideCheck[] = [{ check: 'vision tower and MTP tensors are marked exempt in the manifest', passed: true, detail: `${exempt.length} exempt tensor(s) of ${names.length}` }];
     if (startup?.loaded !== undefined) {
-      const loadedExempt = startup.loaded.filter((l) => EXEMPT_PREFIXES.some((p) => l.name.startsWith(p)));
+      const loadedExempt = startup.loaded.filter((l) => isExemptName(l.name));
       checks.push({ check: 'the server loaded no exempt tensor', passed: loadedExempt.length === 0, detail: `start-up report: ${startup.loaded.length} loaded, ${startup.skipped_exempt?.length ?? 0} skipped as exempt${loadedExempt.length > 0 ? `; LOADED: ${loadedExempt.slice(0, 5).join(', ')}` : ''}` });
     } else checks.push(placeholder('smoke-serve') || !ev.has('smoke-serve') ? absent('smoke-serve', 'the server loaded no exempt tensor') : { check: 'the server loaded no exempt tensor', passed: null, detail: 'smoke-serve kept no start-up report' });
     anchors.set('text-only', [
-      { file: `${SERVER}/loader.py`, anchor: 'EXEMPT_PREFIXES = (', why: 'the exempt prefixes (vision tower, MTP)' },
+      { file: `${SERVER}/${contract().submission.contract}`, anchor: '"exempt_prefixes":', why: 'the exempt prefixes (vision tower, MTP): schemas/contract.json, shipped with the server' },
+      { file: `${SERVER}/contract.py`, anchor: 'EXEMPT_PREFIXES = ', why: 'the server reads them from the shipped contract' },
       { file: `${SERVER}/loader.py`, anchor: 'def is_exempt(', why: 'exempt by flag or by prefix' },
       { file: `${SERVER}/loader.py`, anchor: 'if is_exempt(name, entry):', why: 'the loader skips every exempt tensor' },
       { file: `${SERVER}/loader.py`, anchor: 'report.skipped_exempt.append(name)', why: 'and records it in the start-up report' },
@@ -162,7 +162,7 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
       claim: 'The server builds the text-only causal LM and never reads a vision-tower or MTP tensor: the loader skips every tensor the manifest marks exempt or whose name starts with an exempt prefix.',
       citations: [],
       checks,
-      commands: [`grep -n "EXEMPT_PREFIXES\\|is_exempt\\|skipped_exempt" ${SERVER}/loader.py`, `grep -c '"exempt": true' quantization_manifest.json`],
+      commands: [`grep -n exempt_prefixes ${SERVER}/${contract().submission.contract}`, `grep -n "EXEMPT_PREFIXES\\|is_exempt\\|skipped_exempt" ${SERVER}/loader.py`, `grep -c '"exempt": true' quantization_manifest.json`],
     });
   }
 
@@ -228,7 +228,7 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
       { check: 'every ternary tensor is stored only as codes and scales (no float copy)', passed: withFloat.length === 0, detail: `${packed.length} packed_2bit tensor(s)${withFloat.length > 0 ? `; with a float key: ${withFloat.slice(0, 5).map(([n]) => n).join(', ')}` : ''}` },
     ];
     const tf = audit?.gates?.['ternary-fraction'];
-    if (tf !== undefined) checks.push({ check: 'ternary fraction gate (audit)', passed: tf.pass, detail: `${tf.value?.toFixed(4)} > 0.95 (margin ${tf.margin?.toFixed(4)})` });
+    if (tf !== undefined) checks.push({ check: 'ternary fraction gate (audit)', passed: tf.pass, detail: `${tf.value?.toFixed(4)} > ${contract().gates.ternary_fraction_min} (margin ${tf.margin?.toFixed(4)})` });
     const wa = audit?.gates?.['weight-audit'];
     if (wa !== undefined) checks.push({ check: 'weight audit: the manifest matches the stored bytes', passed: wa.pass, detail: `${wa.violations ?? 0} violation(s)` });
     anchors.set('ternary-execution', [

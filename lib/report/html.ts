@@ -11,6 +11,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Graph } from '../../engine/graph.ts';
 import type { Guide } from './guide.ts';
+import { contract } from '../contract.ts';
 import { EVIDENCE_PATHS } from './layout.ts';
 import type { StageEvidence } from './records.ts';
 import { barChart, dotPlot, esc, graphSvg } from './svg.ts';
@@ -93,9 +94,11 @@ export function renderHtml(o: { guide: Guide; evidence: readonly StageEvidence[]
     const tf = audit.gates['ternary-fraction'];
     const sp = audit.gates['stored-parameters'];
     const items = [];
-    if (tf?.value !== undefined) items.push({ label: 'ternary fraction (> 0.95)', value: tf.value, bad: !tf.pass });
-    if (tf?.value !== undefined) parts.push(barChart({ title: 'Gate 1: ternary fraction of the audited parameters', items, max: 1, threshold: { value: tf.threshold ?? 0.95, label: `threshold ${tf.threshold ?? 0.95}` } }));
-    if (sp?.ratio !== undefined) parts.push(barChart({ title: 'Gate 2: stored / original parameters', items: [{ label: 'stored ratio (<= 1.1)', value: sp.ratio, bad: !sp.pass }], max: 1.25, threshold: { value: sp.threshold ?? 1.1, label: `threshold ${sp.threshold ?? 1.1}` } }));
+    const floor = tf?.threshold ?? contract().gates.ternary_fraction_min;
+    const ceiling = sp?.threshold ?? contract().gates.stored_ratio_max;
+    if (tf?.value !== undefined) items.push({ label: `ternary fraction (> ${floor})`, value: tf.value, bad: !tf.pass });
+    if (tf?.value !== undefined) parts.push(barChart({ title: 'Gate 1: ternary fraction of the audited parameters', items, max: 1, threshold: { value: floor, label: `threshold ${floor}` } }));
+    if (sp?.ratio !== undefined) parts.push(barChart({ title: 'Gate 2: stored / original parameters', items: [{ label: `stored ratio (<= ${ceiling})`, value: sp.ratio, bad: !sp.pass }], max: 1.25, threshold: { value: ceiling, label: `threshold ${ceiling}` } }));
     parts.push(`<table><tr><th>gate</th><th>result</th><th>value</th><th>margin</th></tr>${Object.entries(audit.gates).map(([g, v]) => `<tr><td>${esc(g)}</td><td>${mark(v.pass)}</td><td>${esc(v.value ?? v.ratio ?? v.violations ?? '')}</td><td>${esc(v.margin ?? '')}</td></tr>`).join('')}</table>`);
   } else parts.push(placeholderNote('audit', ev));
 

@@ -9,7 +9,7 @@ import { err, ok, type Result } from '../../engine/result.ts';
 import type { Architecture, FileRef } from '../../schemas/generated/architecture.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { fileRef, type AssemblyFailure } from './assemble.ts';
-import { EVIDENCE_DIR, EVIDENCE_FILES, MANIFEST, MODEL_FILES, REQUIREMENTS, SERVE_SH, SERVER_DIR, SERVER_PACKAGE, WHEELS_DIR } from './layout.ts';
+import { EVIDENCE_FILES, MODEL_FILES, submissionNames } from './layout.ts';
 
 type Json = Record<string, unknown>;
 
@@ -29,6 +29,7 @@ const TOKENIZER_FILES = MODEL_FILES.map((m) => m.name).filter((n) => !['config.j
 export type SourceTensors = Record<string, { shape: number[]; dtype: string }>;
 
 export function architectureFor(dir: string, manifest: QuantizationManifest, sampling: SamplingDefaults = NO_PENALTIES, sourceTensors?: SourceTensors): Result<Architecture, AssemblyFailure> {
+  const { EVIDENCE_DIR, MANIFEST, REQUIREMENTS, SERVE_SH, SERVER_DIR, SERVER_PACKAGE, WHEELS_DIR } = submissionNames();
   const configPath = join(dir, 'config.json');
   let config: Json;
   try {

@@ -11,7 +11,8 @@ import type { SchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { architectureFor, type SamplingDefaults, type SourceTensors } from './architecture.ts';
-import { ARCHITECTURE, EVIDENCE_DIR, EVIDENCE_FILES, isServerCodeFile, MANIFEST, MODEL_FILES, REQUIREMENTS, SERVE_SH, SERVER_DIR, SERVER_PACKAGE, STARTUP_BUDGET, STARTUP_BUDGET_MD, WEIGHTS_DIR, WHEELS_DIR, WHEELS_LOCK, WHEELS_RECORD } from './layout.ts';
+import { CONTRACT_PATH } from '../contract.ts';
+import { EVIDENCE_FILES, isServerCodeFile, MODEL_FILES, STARTUP_BUDGET, STARTUP_BUDGET_MD, submissionNames, WHEELS_LOCK, WHEELS_RECORD } from './layout.ts';
 import { budgetMarkdown, readRates, startupBudget, submissionFacts } from './startup-budget.ts';
 import type { StartupBudget } from '../../schemas/generated/startup-budget.ts';
 import type { WheelsRecord } from '../../schemas/generated/wheels-record.ts';
@@ -50,6 +51,7 @@ export interface AssemblyStats {
 
 /** The file list a submission assembled from these sources must have, exactly. */
 export function expectedFiles(src: AssemblySources, manifest: QuantizationManifest, wheelFiles: readonly string[]): string[] {
+  const { SERVE_SH, REQUIREMENTS, MANIFEST, ARCHITECTURE, SERVER_DIR, SERVER_PACKAGE, CONTRACT, WHEELS_DIR, EVIDENCE_DIR } = submissionNames();
   const model = join(src.upstream('fetch-model'), 'model');
   const serverSrc = join(src.root, 'python', SERVER_PACKAGE);
   return [
@@ -58,6 +60,7 @@ export function expectedFiles(src: AssemblySources, manifest: QuantizationManife
     MANIFEST,
     ARCHITECTURE,
     ...listServerCode(serverSrc).map((f) => `${SERVER_DIR}/${SERVER_PACKAGE}/${f}`),
+    `${SERVER_DIR}/${SERVER_PACKAGE}/${CONTRACT}`,
     ...MODEL_FILES.filter((m) => existsSync(join(model, m.name))).map((m) => m.name),
     ...manifest.shards.map((s) => s.file),
     ...wheelFiles.map((w) => `${WHEELS_DIR}/${w}`),
@@ -87,6 +90,7 @@ export function listServerCode(dir: string): string[] {
  * files in pack's weights/; the result's file list is checked against `expectedFiles`.
  */
 export function assembleSubmission(src: AssemblySources, out: string, schemas: SchemaSet): Result<{ stats: AssemblyStats; files: string[]; budget: StartupBudget }, AssemblyFailure> {
+  const { SERVE_SH, REQUIREMENTS, MANIFEST, ARCHITECTURE, SERVER_DIR, SERVER_PACKAGE, CONTRACT, WEIGHTS_DIR, WHEELS_DIR, EVIDENCE_DIR } = submissionNames();
   const stats: AssemblyStats = { files: 0, linked: 0, copied: 0, written: 0, bytes: 0, linkedBytes: 0 };
   const need = (path: string, detail: string): AssemblyFailure | null => (existsSync(path) ? null : { kind: 'missing', path, detail });
   const link = (from: string, to: string): void => {
@@ -148,6 +152,8 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   copy(serveSh, join(out, SERVE_SH));
   chmodSync(join(out, SERVE_SH), 0o755);
   for (const f of listServerCode(serverSrc)) copy(join(serverSrc, f), join(out, SERVER_DIR, SERVER_PACKAGE, f));
+  // The contract the server reads (exempt prefixes, packing, penalty range): the served box has only Python.
+  copy(CONTRACT_PATH, join(out, SERVER_DIR, SERVER_PACKAGE, CONTRACT));
   // From upstream outputs: hard links.
   link(join(wheelsOut, WHEELS_LOCK), join(out, REQUIREMENTS));
   link(manifestPath, join(out, MANIFEST));

@@ -4,6 +4,7 @@
  *
  *   serve.sh                       offline entrypoint (from serve/serve.sh)
  *   server/ternforge_server/       server code (from python/ternforge_server/, no __pycache__)
+ *   server/ternforge_server/contract.json   schemas/contract.json, which the server reads at start-up
  *   requirements-serve.txt         the locked serving requirements (vendor-wheels' lock)
  *   quantization_manifest.json     from pack
  *   weights/*.safetensors          from pack
@@ -14,19 +15,28 @@
  *   evidence/startup-budget.json, .md   written by emit (lib/submission/startup-budget.ts)
  */
 
-/** Entrypoint, at the root. */
-export const SERVE_SH = 'serve.sh';
-/** Where the server package lives in the submission (serve.sh puts `server/` on PYTHONPATH). */
-export const SERVER_DIR = 'server';
-/** The server's Python package name. */
-export const SERVER_PACKAGE = 'ternforge_server';
-/** The locked requirements serve.sh installs, at the root. */
-export const REQUIREMENTS = 'requirements-serve.txt';
-export const MANIFEST = 'quantization_manifest.json';
-export const ARCHITECTURE = 'architecture.json';
-export const WEIGHTS_DIR = 'weights';
-export const WHEELS_DIR = 'wheels';
-export const EVIDENCE_DIR = 'evidence';
+import { contract } from '../contract.ts';
+
+/**
+ * The submission's file names, from schemas/contract.json (the server reads the same ones):
+ *   SERVE_SH        entrypoint, at the root
+ *   SERVER_DIR      where the server package lives (serve.sh puts `server/` on PYTHONPATH)
+ *   SERVER_PACKAGE  the server's Python package name
+ *   CONTRACT        schemas/contract.json's copy inside the server package, which the served box reads
+ *   REQUIREMENTS    the locked requirements serve.sh installs, at the root
+ *   MANIFEST, ARCHITECTURE, WEIGHTS_DIR, WHEELS_DIR, EVIDENCE_DIR
+ */
+export function submissionNames(): {
+  SERVE_SH: string; SERVER_DIR: string; SERVER_PACKAGE: string; CONTRACT: string; REQUIREMENTS: string;
+  MANIFEST: string; ARCHITECTURE: string; WEIGHTS_DIR: string; WHEELS_DIR: string; EVIDENCE_DIR: string;
+} {
+  const s = contract().submission;
+  return {
+    SERVE_SH: s.entrypoint, SERVER_DIR: s.server_dir, SERVER_PACKAGE: s.server_package, CONTRACT: s.contract,
+    REQUIREMENTS: s.requirements, MANIFEST: s.manifest, ARCHITECTURE: s.architecture, WEIGHTS_DIR: s.weights_dir,
+    WHEELS_DIR: s.wheels_dir, EVIDENCE_DIR: s.evidence_dir,
+  };
+}
 
 /** vendor-wheels' own outputs. */
 export const WHEELS_LOCK = 'requirements-serve.lock.txt';

@@ -31,6 +31,8 @@ def _log(msg: str) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from .contract import STARTUP_LIMIT_S
+
     p = argparse.ArgumentParser(prog="python -m ternforge_server")
     p.add_argument("--dir", required=True, help="submission directory (manifest, weights/, config, tokenizer)")
     p.add_argument("--engine", choices=["auto", "vllm", "builtin"], default=os.environ.get("TERNFORGE_ENGINE", "auto"),
@@ -58,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="CPU only: decode-shaped linears as W @ x^T (cpu_linear.py), or plain F.linear")
     p.add_argument("--no-warmup", action="store_true")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's share of GPU memory")
-    p.add_argument("--startup-budget", type=float, default=float(os.environ.get("TERNFORGE_STARTUP_BUDGET", "300")),
+    p.add_argument("--startup-budget", type=float, default=float(os.environ.get("TERNFORGE_STARTUP_BUDGET", str(STARTUP_LIMIT_S))),
                    help="seconds from launch to ready that the grader allows (vLLM's share is derived from it)")
     return p.parse_args(argv)
 
@@ -76,9 +78,9 @@ def _write_report(path: str, report: dict) -> None:
 def sampling_defaults(sub: Path, args: argparse.Namespace) -> dict[str, float]:
     """The penalties for requests that name none: the flags, else architecture.json's
     `serving.sampling_defaults` (what the profile asked emit to ship), else none."""
-    from .app import PENALTY_RANGE
+    from .contract import PENALTY_RANGE, SUBMISSION
     try:
-        shipped = json.loads((sub / "architecture.json").read_text(encoding="utf-8"))["serving"]["sampling_defaults"]
+        shipped = json.loads((sub / SUBMISSION["architecture"]).read_text(encoding="utf-8"))["serving"]["sampling_defaults"]
     except (FileNotFoundError, KeyError, TypeError):
         shipped = {}
     out = {}

@@ -38,6 +38,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .contract import PENALTY_RANGE
 from .controller import Delta, EngineError, Outcome, ReasoningController, prompt_kind
 from .engine import QueueFull, Sampling
 
@@ -116,8 +117,8 @@ def _int_field(body: dict, name: str, lo: int, hi: int) -> int | None:
     return v
 
 
-# OpenAI's range for presence_penalty and frequency_penalty (requests, and the server's own defaults).
-PENALTY_RANGE = (-2.0, 2.0)
+# OpenAI's range for presence_penalty and frequency_penalty (requests, and the server's own defaults) is
+# PENALTY_RANGE, schemas/contract.json `sampling`.
 
 
 def _num_field(body: dict, name: str, lo: float, hi: float, default: float) -> float:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +23,9 @@ from typing import Any
 
 import torch
 
+from .contract import EXEMPT_PREFIXES, GROUP_SIZE_MULTIPLE, MANIFEST_FORMAT, MANIFEST_PACKING, SCALE_MAX, SUBMISSION, TEXT_PREFIX
 from .packing import dequantize, unpack_2bit
 
-MANIFEST_FORMAT = "ternforge-manifest/1"
-TEXT_PREFIX = "model.language_model."
-EXEMPT_PREFIXES = ("model.visual.", "mtp.", "visual.")
 SAFETENSORS_DTYPES = {
     "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "U8": torch.uint8, "I8": torch.int8,
     "F64": torch.float64,
@@ -96,40 +95,97 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
 # ---------------------------------------------------------------------------------------------- manifest
 
 
-def read_manifest(sub: Path) -> dict:
-    """Read and structurally check quantization_manifest.json (the schema's required fields and enums)."""
-    path = sub / "quantization_manifest.json"
-    if not path.is_file():
-        raise LoadError("manifest-missing", f"no manifest at {path}", path=str(path))
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise LoadError("manifest-invalid", f"{path} is not JSON: {e}", path=str(path)) from None
+# What schemas/manifest.schema.json allows, checked by hand (the served box has no JSON Schema library;
+# python/tests/test_contract.py runs these checks against the schema on valid and invalid manifests).
+_MANIFEST_KEYS = ("format", "base_model", "revision", "method", "packing", "shards", "tensors")
+_SHARD_KEYS = ("file", "size", "sha256")
+_SHARD_FILE = re.compile(r"^weights/[A-Za-z0-9._-]+\.safetensors$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_ENCODINGS = ("packed_2bit", "float")
+_TENSOR_REQUIRED = ("encoding", "shape", "dtype", "shard")
+_TENSOR_OPTIONAL = ("group_size", "codes_key", "scale_key", "data_key", "tied_to", "exempt")
+
+
+def _is_int(v: Any) -> bool:
+    """A JSON integer as JSON Schema counts it (1.0 is one; true is not)."""
+    return not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and v.is_integer()))
+
+
+def check_manifest(manifest: Any, path: str = "quantization_manifest.json") -> dict:
+    """Structurally check a parsed manifest: everything schemas/manifest.schema.json requires, then what it
+    cannot say (each tensor's shard is listed, each encoding's keys are present and its own). Raises LoadError:
+    `packing-mismatch` for a packing convention other than the contract's, `key-not-own`, else
+    `manifest-invalid`, each naming the field."""
+    def bad(message: str, **facts: Any) -> LoadError:
+        return LoadError("manifest-invalid", message, path=path, **facts)
+
     if not isinstance(manifest, dict):
-        raise LoadError("manifest-invalid", "manifest is not an object", path=str(path))
-    for key in ("format", "base_model", "revision", "method", "packing", "shards", "tensors"):
+        raise bad("manifest is not an object")
+    for key in _MANIFEST_KEYS:
         if key not in manifest:
-            raise LoadError("manifest-invalid", f"manifest lacks {key!r}", path=str(path), expected=key)
+            raise bad(f"manifest lacks {key!r}", expected=key)
+    extra = sorted(set(manifest) - set(_MANIFEST_KEYS))
+    if extra:
+        raise bad(f"manifest has unknown field(s) {extra}", actual=extra)
     if manifest["format"] != MANIFEST_FORMAT:
-        raise LoadError("manifest-invalid", "unknown manifest format", path=str(path),
-                        expected=MANIFEST_FORMAT, actual=manifest["format"])
+        raise bad("unknown manifest format", expected=MANIFEST_FORMAT, actual=manifest["format"])
+    for key in ("base_model", "revision", "method"):
+        if not isinstance(manifest[key], str):
+            raise bad(f"{key} is not a string", field=key, actual=manifest[key])
+    packing = manifest["packing"]
+    if packing != MANIFEST_PACKING:
+        fields = sorted(k for k in set(MANIFEST_PACKING) | set(packing if isinstance(packing, dict) else {})
+                        if not isinstance(packing, dict) or packing.get(k) != MANIFEST_PACKING.get(k))
+        raise LoadError("packing-mismatch", f"the manifest's packing differs from the contract's in {fields}: this "
+                        "server reads only the convention of schemas/contract.json", path=path, fields=fields,
+                        expected=[MANIFEST_PACKING.get(k) for k in fields],
+                        actual=[packing.get(k) if isinstance(packing, dict) else packing for k in fields])
+    shards = manifest["shards"]
+    if not isinstance(shards, list) or not shards:
+        raise bad("shards is not a non-empty list", actual=shards)
     shard_files = set()
-    for s in manifest["shards"]:
-        if not isinstance(s, dict) or not {"file", "size", "sha256"} <= set(s):
-            raise LoadError("manifest-invalid", f"bad shard entry {s!r}", path=str(path))
+    for i, s in enumerate(shards):
+        if not isinstance(s, dict) or set(s) != set(_SHARD_KEYS):
+            raise bad(f"shards[{i}] must have exactly {list(_SHARD_KEYS)}: {s!r}", field=f"shards[{i}]")
+        if not isinstance(s["file"], str) or not _SHARD_FILE.match(s["file"]):
+            raise bad(f"shards[{i}].file {s['file']!r} is not weights/<name>.safetensors", field=f"shards[{i}].file")
+        if not _is_int(s["size"]) or s["size"] < 8:
+            raise bad(f"shards[{i}].size {s['size']!r} is not an integer >= 8", field=f"shards[{i}].size")
+        if not isinstance(s["sha256"], str) or not _SHA256.match(s["sha256"]):
+            raise bad(f"shards[{i}].sha256 is not 64 lowercase hex digits", field=f"shards[{i}].sha256")
         shard_files.add(s["file"])
+    if not isinstance(manifest["tensors"], dict):
+        raise bad("tensors is not an object")
     for name, t in manifest["tensors"].items():
-        enc = t.get("encoding")
-        if enc not in ("packed_2bit", "float"):
-            raise LoadError("manifest-invalid", f"tensor {name}: unknown encoding", tensor=name,
-                            expected=["packed_2bit", "float"], actual=enc)
-        if t.get("shard") not in shard_files:
-            raise LoadError("manifest-invalid", f"tensor {name}: shard not listed in shards[]", tensor=name,
-                            actual=t.get("shard"))
+        if not isinstance(t, dict):
+            raise bad(f"tensor {name}: entry is not an object", tensor=name)
+        missing = [k for k in _TENSOR_REQUIRED if k not in t]
+        unknown = sorted(set(t) - set(_TENSOR_REQUIRED) - set(_TENSOR_OPTIONAL))
+        if missing or unknown:
+            raise bad(f"tensor {name}: " + (f"lacks {missing}" if missing else f"unknown field(s) {unknown}"),
+                      tensor=name, expected=missing, actual=unknown)
+        enc = t["encoding"]
+        if enc not in _ENCODINGS:
+            raise bad(f"tensor {name}: unknown encoding", tensor=name, expected=list(_ENCODINGS), actual=enc)
+        if not isinstance(t["shape"], list) or not all(_is_int(x) and x >= 0 for x in t["shape"]):
+            raise bad(f"tensor {name}: shape {t['shape']!r} is not a list of integers >= 0", tensor=name)
+        for k in ("dtype", "shard", "codes_key", "scale_key", "data_key"):
+            if k in t and not isinstance(t[k], str):
+                raise bad(f"tensor {name}: {k} is not a string", tensor=name, field=k)
+        if "group_size" in t and (not _is_int(t["group_size"]) or t["group_size"] < GROUP_SIZE_MULTIPLE):
+            raise bad(f"tensor {name}: group_size {t['group_size']!r} is not an integer >= {GROUP_SIZE_MULTIPLE}",
+                      tensor=name)
+        if "tied_to" in t and (not isinstance(t["tied_to"], list) or not all(isinstance(x, str) for x in t["tied_to"])):
+            raise bad(f"tensor {name}: tied_to is not a list of names", tensor=name)
+        if "exempt" in t and not isinstance(t["exempt"], bool):
+            raise bad(f"tensor {name}: exempt is not a boolean", tensor=name)
+        # Beyond the schema: the shard is listed, the encoding's keys are there and are the tensor's own.
+        if t["shard"] not in shard_files:
+            raise bad(f"tensor {name}: shard not listed in shards[]", tensor=name, actual=t["shard"])
         needed = ("codes_key", "scale_key", "group_size") if enc == "packed_2bit" else ("data_key",)
         for k in needed:
             if k not in t:
-                raise LoadError("manifest-invalid", f"tensor {name}: {enc} needs {k}", tensor=name, expected=k)
+                raise bad(f"tensor {name}: {enc} needs {k}", tensor=name, expected=k)
         # Each entry's keys are its own (as pack names them), so two same-shaped tensors cannot swap bytes.
         own = {"codes_key": f"{name}.codes", "scale_key": f"{name}.scale"} if enc == "packed_2bit" \
             else {"data_key": name}
@@ -138,6 +194,18 @@ def read_manifest(sub: Path) -> dict:
                 raise LoadError("key-not-own", f"tensor {name}: {k} {t[k]!r} is not its own ({want!r})",
                                 tensor=name, expected=want, actual=t[k])
     return manifest
+
+
+def read_manifest(sub: Path) -> dict:
+    """Read quantization_manifest.json and check it (`check_manifest`)."""
+    path = sub / SUBMISSION["manifest"]
+    if not path.is_file():
+        raise LoadError("manifest-missing", f"no manifest at {path}", path=str(path))
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise LoadError("manifest-invalid", f"{path} is not JSON: {e}", path=str(path)) from None
+    return check_manifest(manifest, str(path))
 
 
 def is_exempt(name: str, entry: dict) -> bool:
@@ -155,18 +223,15 @@ def sha256_file(path: Path, chunk: int = 8 << 20) -> str:
     return h.hexdigest()
 
 
-# The largest scale accepted (the largest finite float16), as lib/audit/audit.ts SCALE_MAX.
-SCALE_MAX = 65504.0
-
-
 def shard_path(sub: Path, file: Any) -> Path:
     """The path of a manifest shard name, which must resolve inside <sub>/weights/; refused by name otherwise
     (absolute, "..", or a symlink leading out), before anything is opened."""
-    if not isinstance(file, str) or not file.startswith("weights/") or file.startswith("/") or "\\" in file \
+    weights_dir = SUBMISSION["weights_dir"]
+    if not isinstance(file, str) or not file.startswith(weights_dir + "/") or file.startswith("/") or "\\" in file \
             or "\0" in file or any(part in ("", ".", "..") for part in file.split("/")):
         raise LoadError("shard-path-outside-weights", f"shard name {file!r} is not a path inside weights/",
                         shard=file)
-    weights = (sub / "weights").resolve()
+    weights = (sub / weights_dir).resolve()
     path = (sub / file).resolve()
     if weights not in path.parents:
         raise LoadError("shard-path-outside-weights", f"shard {file!r} resolves outside weights/", shard=file)

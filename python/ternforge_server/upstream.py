@@ -25,6 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+from .contract import PENALTY_RANGE
+
 
 def _log(msg: str) -> None:
     sys.stderr.write(f"[upstream] {msg}\n")
@@ -92,8 +94,8 @@ def parse_request(body: Any, vocab: int, max_model_len: int) -> tuple[list[int],
     sampling = Sampling(temperature=_num(body, "temperature", 0.0, 0.0, 2.0),
                         top_p=_num(body, "top_p", 1.0, 1e-6, 1.0),
                         seed=(seed % (1 << 63)) if seed is not None else None,
-                        presence_penalty=_num(body, "presence_penalty", 0.0, -2.0, 2.0),
-                        frequency_penalty=_num(body, "frequency_penalty", 0.0, -2.0, 2.0))
+                        presence_penalty=_num(body, "presence_penalty", 0.0, *PENALTY_RANGE),
+                        frequency_penalty=_num(body, "frequency_penalty", 0.0, *PENALTY_RANGE))
     return list(prompt), mt, list(stops), sampling, bool(body.get("stream", False))
 
 

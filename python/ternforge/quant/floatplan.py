@@ -2,8 +2,8 @@
 method, counted the way the audit counts (DESIGN.md sections 2 and 4, gate 1).
 
 Exempt (float, never served, outside the audited set): the vision tower (`model.visual.*`) and the MTP
-head (`mtp.*`). Not audited, float: the input embedding and the output head. The audited set is every
-other tensor. A ternary tensor of n weights at group size g counts n codes + n/g scales; a float tensor
+head (`mtp.*`), by the name's start only. Not audited, float: the input embedding and the output head. The
+audited set is every other tensor. Prefixes, names and the floor are schemas/contract.json's (the audit's). A ternary tensor of n weights at group size g counts n codes + n/g scales; a float tensor
 counts its n elements. The ternary fraction is codes / (codes + scales + floats); its cap is g / (g + 1)
 (0.970 at g = 32), and the contract's floor is 0.95.
 1. Forced float: the small tensors (`in_proj_a`, `in_proj_b`, `conv1d`, `A_log`, `dt_bias`, every norm;
@@ -27,13 +27,12 @@ from enum import Enum
 
 import torch
 
+from ternforge_server.contract import EMBEDDING_SUFFIX, EXEMPT_PREFIXES, OUTPUT_HEAD, TERNARY_FRACTION_MIN
+
 from . import twn
 
-CONTRACT_FLOOR = 0.95
-EXEMPT_PREFIXES = ("model.visual.", "mtp.")
+CONTRACT_FLOOR = TERNARY_FRACTION_MIN
 SMALL_NAME = re.compile(r"(in_proj_a|in_proj_b|conv1d|A_log|dt_bias|norm)(\.|$)")
-EXCLUDED_NAME = re.compile(r"(^|\.)(embed_tokens|lm_head)\.|(^|\.)visual\.|^mtp\.|\.mtp\.")
-EMBEDDING_OR_HEAD = re.compile(r"(^|\.)(embed_tokens|lm_head)\.weight$")
 
 
 class FloatBudgetError(ValueError):
@@ -88,7 +87,8 @@ class Allocation:
 
 
 def is_audited(name: str) -> bool:
-    return EXCLUDED_NAME.search(name) is None
+    """Not exempt, not the input embedding, not the output head (as lib/audit counts the audited set)."""
+    return not name.startswith(EXEMPT_PREFIXES) and name != OUTPUT_HEAD and not name.endswith(EMBEDDING_SUFFIX)
 
 
 def is_small(name: str, shape: tuple[int, ...]) -> bool:

@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ternforge_server.contract import is_exempt_name
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -103,7 +105,7 @@ def module_to_source(model: nn.Module, source: dict[str, tuple[int, ...]]) -> di
     by_suffix: dict[str, str] = {}
     for k in source:
         s = _suffix(k)
-        if s is not None and "visual" not in k and not k.startswith("mtp"):
+        if s is not None and not is_exempt_name(k):
             by_suffix[s] = k
     out: dict[str, str] = {}
     for name, mod in model.named_modules():

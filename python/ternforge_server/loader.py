@@ -148,7 +148,8 @@ def check_manifest(manifest: Any, path: str = "quantization_manifest.json") -> d
         if not isinstance(s, dict) or set(s) != set(_SHARD_KEYS):
             raise bad(f"shards[{i}] must have exactly {list(_SHARD_KEYS)}: {s!r}", field=f"shards[{i}]")
         if not isinstance(s["file"], str) or not _SHARD_FILE.match(s["file"]):
-            raise bad(f"shards[{i}].file {s['file']!r} is not weights/<name>.safetensors", field=f"shards[{i}].file")
+            raise LoadError("shard-path-outside-weights", f"shards[{i}].file {s['file']!r} is not "
+                            f"{SUBMISSION['weights_dir']}/<name>.safetensors", path=path, shard=s["file"])
         if not _is_int(s["size"]) or s["size"] < 8:
             raise bad(f"shards[{i}].size {s['size']!r} is not an integer >= 8", field=f"shards[{i}].size")
         if not isinstance(s["sha256"], str) or not _SHA256.match(s["sha256"]):

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from ternforge_server.contract import MANIFEST_FORMAT, MANIFEST_PACKING
+
 GROUP_SIZE = 32
 CLOSING_PHRASE = "Considering the limited time, I have to give the solution based on the thinking directly now."
 TEXT_PREFIX = "model.language_model."
@@ -199,18 +201,11 @@ def build_submission(out_dir: str | os.PathLike, seed: int = 0) -> Path:
         save_file(content, str(out / rel), metadata={"format": "pt"})
         shard_list.append({"file": rel, "size": (out / rel).stat().st_size, "sha256": _sha256(out / rel)})
     manifest = {
-        "format": "ternforge-manifest/1",
+        "format": MANIFEST_FORMAT,
         "base_model": "ternforge/tiny-qwen3.5",
         "revision": "fixture",
         "method": "absmean-g32 (test fixture)",
-        "packing": {
-            "codes": "c = t + 1 in {0,1,2}; 3 is invalid",
-            "code_dtype": "U8",
-            "scale_dtype": "F32",
-            "layout": "four codes per byte, least significant bits first, row-major: "
-                      "byte = c0 | c1<<2 | c2<<4 | c3<<6; codes tensor [out, in/4]",
-            "formula": "W[o, i] = (c[o, i] - 1) * scale[o, floor(i / group_size)]",
-        },
+        "packing": dict(MANIFEST_PACKING),  # schemas/contract.json's convention
         "shards": shard_list,
         "tensors": tensors,
     }

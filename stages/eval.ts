@@ -7,7 +7,6 @@
  *
  * Uncached: it measures a live server, which its declared inputs do not fully decide.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +20,7 @@ import { requestFieldMeasure, sweep } from '../lib/eval/sweep.ts';
 import { stopGroup } from '../lib/smoke/runner.ts';
 import { freePort } from '../lib/smoke/smoke.ts';
 import type { EvalParams } from '../schemas/generated/eval.ts';
+import type { ProcessPromise } from 'zx';
 
 export const stage = defineStage<EvalParams>({
   name: 'eval',
@@ -39,9 +39,9 @@ export const stage = defineStage<EvalParams>({
 
     const scratch = mkdtempSync(join(tmpdir(), 'ternforge-eval-'));
     const port = await freePort();
-    const server = startServer(ctx.python, ctx.upstream('emit'), port, scratch);
+    const server = await startServer(ctx.python, ctx.upstream('emit'), port, scratch);
     let serverLog = '';
-    server.stderr?.on('data', (b: Buffer) => (serverLog = (serverLog + b.toString()).slice(-20_000)));
+    server.process.stderr.on('data', (b: Buffer) => (serverLog = (serverLog + b.toString()).slice(-20_000)));
     try {
       const baseUrl = `http://127.0.0.1:${port}`;
       const ready = await waitHealthy(baseUrl, (p.startupLimitS ?? 300) * 1000, server, ctx.signal);
@@ -81,7 +81,7 @@ export const stage = defineStage<EvalParams>({
       for (const line of table.split('\n')) ctx.log(line);
       return ok({ summary: { meanScore: report.table.meanScore, rows: report.table.rows.length, questions: report.questions.length } });
     } finally {
-      if (server.pid !== undefined) await stopGroup(server.pid, () => server.exitCode !== null || server.signalCode !== null);
+      if (server.process.pid !== undefined) await stopGroup(server.process.pid, () => server.exit() !== null);
       rmSync(scratch, { recursive: true, force: true });
     }
   },
@@ -98,10 +98,23 @@ function sweepSetPaths(p: EvalParams, root: string): string[] {
   return p.sweep?.sets ?? jsonFilesIn(root, 'data/selection');
 }
 
-/** The emitted server on its own process group, offline, writing nothing into the emitted directory. */
-function startServer(python: string, submission: string, port: number, scratch: string): ChildProcess {
-  return spawn(python, ['-m', 'ternforge_server', '--dir', submission, '--host', '127.0.0.1', '--port', String(port), '--startup-report', join(scratch, 'startup-report.json')], {
+/** The running server (zx) and how it ended: null while it runs, else its exit code or signal. */
+interface Server {
+  process: ProcessPromise;
+  exit: () => string | null;
+}
+
+/**
+ * The emitted server on its own process group (zx, detached), offline, writing nothing into the emitted
+ * directory. Stopping it is lib/smoke/runner.ts `stopGroup` (SIGTERM to the group, SIGKILL after 10 s).
+ */
+async function startServer(python: string, submission: string, port: number, scratch: string): Promise<Server> {
+  const { $ } = await import('zx');
+  let exit: string | null = null;
+  const process_ = $({
     detached: true,
+    nothrow: true,
+    quiet: true,
     stdio: ['ignore', 'ignore', 'pipe'],
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -112,15 +125,17 @@ function startServer(python: string, submission: string, port: number, scratch: 
       HF_HUB_OFFLINE: '1',
       TRANSFORMERS_OFFLINE: '1',
     },
-  });
+  })`${python} -m ternforge_server --dir ${submission} --host 127.0.0.1 --port ${String(port)} --startup-report ${join(scratch, 'startup-report.json')}`;
+  void process_.then((out) => (exit = String(out.exitCode ?? out.signal)));
+  return { process: process_, exit: () => exit };
 }
 
 /** Seconds until `/health` answered 200; an error when the server exits or the limit passes first. */
-async function waitHealthy(baseUrl: string, limitMs: number, server: ChildProcess, signal: AbortSignal): Promise<Result<number, string>> {
+async function waitHealthy(baseUrl: string, limitMs: number, server: Server, signal: AbortSignal): Promise<Result<number, string>> {
   const t0 = performance.now();
   while (performance.now() - t0 < limitMs) {
     if (signal.aborted) return { ok: false, error: 'interrupted' };
-    if (server.exitCode !== null || server.signalCode !== null) return { ok: false, error: `the server exited (${server.exitCode ?? server.signalCode}) before /health answered 200` };
+    if (server.exit() !== null) return { ok: false, error: `the server exited (${server.exit()}) before /health answered 200` };
     const status = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2000) }).then((r) => r.status, () => 0);
     if (status === 200) return ok((performance.now() - t0) / 1000);
     await new Promise((r) => setTimeout(r, 250));

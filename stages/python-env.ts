@@ -12,7 +12,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { prettyJson, sha256 } from '../engine/digest.ts';
 import { writeFileAtomicSync } from '../engine/fs-atomic.ts';
 import { engineSchemaSet } from '../engine/json-io.ts';
@@ -21,6 +20,7 @@ import type { Failure } from '../engine/failure.ts';
 import { defineStage, type StageContext } from '../engine/types.ts';
 import { ENV_INFO_FILE, readEnvInfo, venvDir, venvPython, type PythonEnvInfo } from '../engine/venv.ts';
 import type { PythonEnvParams } from '../schemas/generated/python-env.ts';
+import { exec as run } from '../lib/submission/exec.ts';
 
 const DEFAULT_REQUIREMENTS = 'python/requirements.txt';
 /** The interpreter that creates the venv. */
@@ -30,32 +30,27 @@ function requirementsPath(p: PythonEnvParams): string {
   return p.requirements ?? DEFAULT_REQUIREMENTS;
 }
 
-/** Run a command, streaming every output line into the stage log; the last lines on failure. */
-function exec(ctx: StageContext<PythonEnvParams>, cmd: string, args: string[]): Promise<Result<string[], Failure>> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PIP_DISABLE_PIP_VERSION_CHECK: '1' } });
-    const lines: string[] = [];
-    const onAbort = (): void => void child.kill('SIGTERM');
-    ctx.signal.addEventListener('abort', onAbort, { once: true });
-    for (const stream of [child.stdout, child.stderr]) {
-      createInterface({ input: stream }).on('line', (line) => {
-        lines.push(line);
-        ctx.log(line);
-      });
-    }
-    child.once('error', (e) => resolve(err({ reason: 'worker-failed', stage: ctx.stage, command: [cmd, ...args].join(' '), exitCode: null, signal: null, stderrTail: e.message })));
-    child.once('close', (code, signal) => {
-      ctx.signal.removeEventListener('abort', onAbort);
-      if (code === 0) resolve(ok(lines));
-      else resolve(err({ reason: 'worker-failed', stage: ctx.stage, command: [cmd, ...args].join(' '), exitCode: code, signal, stderrTail: lines.slice(-40).join('\n') }));
-    });
+/** Run a command (zx, lib/submission/exec.ts), streaming every output line into the stage log; the last lines on failure. */
+async function exec(ctx: StageContext<PythonEnvParams>, cmd: string, args: string[]): Promise<Result<string[], Failure>> {
+  const lines: string[] = [];
+  const r = await run(cmd, args, {
+    env: { ...process.env, PIP_DISABLE_PIP_VERSION_CHECK: '1' },
+    signal: ctx.signal,
+    onLine: (line) => {
+      lines.push(line);
+      ctx.log(line);
+    },
   });
+  if (r.code === 0) return ok(lines);
+  return err({ reason: 'worker-failed', stage: ctx.stage, command: r.command, exitCode: r.code, signal: r.signal, stderrTail: r.spawnError ?? lines.slice(-40).join('\n') });
 }
 
 /**
  * The system Python's version line (`sys.version`: version, build and compiler; no path of this machine,
  * since it is recorded in the evidence): it enters the key. `-S` skips importing `site`, which cannot change
  * the answer and was a third of the probe's time (a no-op `all` spends most of its engine time here).
+ * A plain spawn, not zx: it runs on every pipeline invocation (the stage's facts), where importing zx
+ * would cost more than the probe itself.
  */
 function systemPythonVersion(): Promise<string> {
   return new Promise((resolve) => {

@@ -1,8 +1,10 @@
 /**
- * Run one command to completion, draining stdout and stderr concurrently (never one after the other),
- * with cancellation through an AbortSignal that ends the child's whole process group.
+ * Run one command to completion through zx (stdout and stderr drained concurrently, never one after the
+ * other), with cancellation through an AbortSignal that ends the child's whole process group (zx's `kill`:
+ * every descendant, then the group). zx is imported on first use: its ~100-200 ms import is not paid by a
+ * pipeline run that starts no command.
  */
-import { spawn } from 'node:child_process';
+import type { ProcessPromise } from 'zx';
 
 /** What a finished command left behind. */
 export interface ExecOutput {
@@ -11,7 +13,7 @@ export interface ExecOutput {
   signal: string | null;
   stdout: string;
   stderr: string;
-  /** Set when the command could not be started at all (ENOENT, EACCES). */
+  /** Set when the command could not be started at all (not found, not executable). */
   spawnError?: string;
   /** The command line, for messages. */
   command: string;
@@ -26,47 +28,40 @@ export interface ExecOptions {
 }
 
 /** Run `cmd args...`; resolves (never rejects) once the child has exited. */
-export function exec(cmd: string, args: readonly string[], o: ExecOptions = {}): Promise<ExecOutput> {
+export async function exec(cmd: string, args: readonly string[], o: ExecOptions = {}): Promise<ExecOutput> {
   const command = [cmd, ...args].join(' ');
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd: o.cwd, env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    const out: Buffer[] = [];
-    const errs: Buffer[] = [];
-    const split = (chunks: Buffer[]) => {
+  const env = o.env ?? process.env;
+  const { $, which } = await import('zx');
+  // zx runs through a shell, where a missing program is exit 127; say it could not start instead.
+  const program = which.sync(cmd, { nothrow: true, path: env.PATH ?? '' });
+  if (program === null) return { code: null, signal: null, stdout: '', stderr: '', spawnError: `spawn ${cmd} ENOENT (not found, or not executable)`, command };
+  const child: ProcessPromise = $({ cwd: o.cwd ?? process.cwd(), env, nothrow: true, quiet: true, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })`${program} ${[...args]}`;
+  if (o.onLine !== undefined) {
+    const onLine = o.onLine;
+    for (const stream of [child.stdout, child.stderr]) {
       let pending = '';
-      return (d: Buffer): void => {
-        chunks.push(d);
-        if (o.onLine === undefined) return;
+      stream.on('data', (d: Buffer) => {
         pending += d.toString('utf8');
         const lines = pending.split('\n');
         pending = lines.pop() ?? '';
-        for (const line of lines) o.onLine(line);
-      };
-    };
-    child.stdout.on('data', split(out));
-    child.stderr.on('data', split(errs));
-    const kill = (): void => {
-      if (child.pid !== undefined) {
-        try {
-          process.kill(-child.pid, 'SIGKILL');
-        } catch {
-          /* already gone */
-        }
-      }
-    };
-    if (o.signal?.aborted) kill();
-    o.signal?.addEventListener('abort', kill, { once: true });
-    let spawnError: string | undefined;
-    child.once('error', (e) => {
-      spawnError = e.message;
-    });
-    child.once('close', (code, signal) => {
-      o.signal?.removeEventListener('abort', kill);
-      const result: ExecOutput = { code, signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(errs).toString('utf8'), command };
-      if (spawnError !== undefined) result.spawnError = spawnError;
-      resolve(result);
-    });
-  });
+        for (const line of lines) onLine(line);
+      });
+    }
+  }
+  const stop = (): void => void killGroup(child);
+  if (o.signal?.aborted) stop();
+  o.signal?.addEventListener('abort', stop, { once: true });
+  try {
+    const out = await child;
+    return { code: out.exitCode, signal: out.signal, stdout: out.stdout, stderr: out.stderr, command };
+  } finally {
+    o.signal?.removeEventListener('abort', stop);
+  }
+}
+
+/** SIGKILL to the child, its descendants and its process group (it runs detached, as a group leader). */
+function killGroup(child: ProcessPromise): Promise<void> {
+  return child.kill('SIGKILL').catch(() => undefined); // already gone
 }
 
 /** The last `n` lines of a text. */

@@ -124,8 +124,11 @@ def float_submission(model_dir: Path, out: Path) -> Path:
     emb = next((k for k in tensors if k.endswith("embed_tokens.weight")), None)
     if emb and not any(k.endswith("lm_head.weight") for k in tensors):  # a tied head is stored once, as emit does
         tensors[emb]["tied_to"] = ["lm_head.weight"]
-    manifest = {"format": "ternforge-manifest/1", "base_model": model_dir.name, "revision": "fetch-model",
-                "method": "none (float weights, for a serving benchmark)", "packing": {}, "shards": shards,
+    from ternforge_server.contract import MANIFEST_FORMAT, MANIFEST_PACKING
+
+    manifest = {"format": MANIFEST_FORMAT, "base_model": model_dir.name, "revision": "fetch-model",
+                "method": "none (float weights, for a serving benchmark)", "packing": dict(MANIFEST_PACKING),
+                "shards": shards,
                 "tensors": tensors}
     (out / "quantization_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     for p in model_dir.iterdir():

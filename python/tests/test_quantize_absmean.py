@@ -14,6 +14,7 @@ from safetensors import safe_open
 from ternforge.quant import absmean, run
 from ternforge.quant.methods import METHODS
 from ternforge.sources.checkpoint import sha256_file
+from ternforge_server.contract import EXEMPT_PREFIXES, TERNARY_FRACTION_MIN
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "schemas" / "interchange-index.schema.json").read_text())
@@ -76,7 +77,7 @@ def test_interchange_on_tiny(tiny_fetch_dir: Path, tmp_path: Path) -> None:
         W = src[source_map[name]].get_tensor(name)
         f = files[entry["file"]]
         assert entry["shape"] == list(W.shape) and entry["dtype"] == "BF16"
-        assert entry["exempt"] == name.startswith(("model.visual.", "mtp."))
+        assert entry["exempt"] == name.startswith(EXEMPT_PREFIXES)
         if entry["encoding"] == "ternary":
             T, scale = f.get_tensor(name), f.get_tensor(name + ".scale")
             assert entry["group_size"] == 32 and T.dtype == torch.int8 and scale.dtype == torch.float32
@@ -92,7 +93,7 @@ def test_interchange_on_tiny(tiny_fetch_dir: Path, tmp_path: Path) -> None:
     totals = result["totals"]
     embed = 448 * 128
     fraction = totals["ternary_params"] / (totals["ternary_params"] + totals["scale_params"] + totals["float_params"] - embed)
-    assert fraction > 0.95
+    assert fraction > TERNARY_FRACTION_MIN
 
 
 def test_interchange_bytes_are_deterministic_and_split_by_size(tiny_fetch_dir: Path, tmp_path: Path) -> None:

@@ -149,7 +149,7 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
     } else checks.push(placeholder('smoke-serve') || !ev.has('smoke-serve') ? absent('smoke-serve', 'the server loaded no exempt tensor') : { check: 'the server loaded no exempt tensor', passed: null, detail: 'smoke-serve kept no start-up report' });
     anchors.set('text-only', [
       { file: `${SERVER}/${contract().submission.contract}`, anchor: '"exempt_prefixes":', why: 'the exempt prefixes (vision tower, MTP): schemas/contract.json, shipped with the server' },
-      { file: `${SERVER}/contract.py`, anchor: 'EXEMPT_PREFIXES = ', why: 'the server reads them from the shipped contract' },
+      { file: `${SERVER}/contract.py`, anchor: 'EXEMPT_PREFIXES: tuple', why: 'the server reads them from the shipped contract' },
       { file: `${SERVER}/loader.py`, anchor: 'def is_exempt(', why: 'exempt by flag or by prefix' },
       { file: `${SERVER}/loader.py`, anchor: 'if is_exempt(name, entry):', why: 'the loader skips every exempt tensor' },
       { file: `${SERVER}/loader.py`, anchor: 'report.skipped_exempt.append(name)', why: 'and records it in the start-up report' },

@@ -58,10 +58,13 @@ describe('emit on tiny', () => {
         'tokenizer.json',
         'tokenizer_config.json',
         'weights/model-00001-of-00001.safetensors',
+        'server/ternforge_server/contract.json',
         ...server,
         ...wheels,
       ].sort(),
     );
+    // The served box has only Python: the server reads the contract shipped beside it, byte for byte the repository's.
+    expect(readFileSync(join(out, 'server/ternforge_server/contract.json'), 'utf8')).toBe(readFileSync(join(root, 'schemas', 'contract.json'), 'utf8'));
   });
 
   test('no float weights of the source, no caches', () => {

@@ -5,7 +5,6 @@
  * namespace with only loopback up when permitted. Whatever happens (abort included), the runner's and
  * the server's process groups are ended before this returns.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -140,21 +139,29 @@ export async function runSmoke(o: SmokeOptions): Promise<Result<SmokeReport, str
   const [cmd, ...args] = isolation.network_namespace ? ['unshare', '--net', '--', 'bash', '-c', 'ip link set lo up && exec "$@"', 'smoke', ...node] : node;
   o.log?.(`serve.sh on port ${port} from ${copy}${isolation.network_namespace ? ' inside a network namespace (loopback only)' : ` without a network namespace: ${isolation.reason}`}`);
 
-  const child = spawn(cmd!, args, { env: { PATH: process.env.PATH ?? cleanPath(), HOME: home }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  // Recorded for the next run, should this process be SIGKILLed (lib/smoke/scratch.ts).
-  if (child.pid !== undefined) writeFileSync(join(o.scratch, RUNNER_PGID_FILE), String(child.pid));
+  // The runner through zx (lib/submission/exec.ts, its own process group; an abort kills that group).
+  let runnerPid: number | undefined;
   const runnerOut: string[] = [];
-  child.stdout.on('data', (d: Buffer) => runnerOut.push(d.toString()));
-  child.stderr.on('data', (d: Buffer) => runnerOut.push(d.toString()));
-  const endAll = (sig: NodeJS.Signals): void => {
-    if (existsSync(config.pgidPath)) killGroup(Number(readFileSync(config.pgidPath, 'utf8')), sig);
-    if (child.pid !== undefined) killGroup(child.pid, sig);
+  // serve.sh's group, which the runner started and recorded (a group of its own, so killed by name here).
+  const endServer = (): void => {
+    if (existsSync(config.pgidPath)) killGroup(Number(readFileSync(config.pgidPath, 'utf8')), 'SIGKILL');
   };
-  const onAbort = (): void => endAll('SIGKILL');
-  o.signal?.addEventListener('abort', onAbort, { once: true });
-  const code = await new Promise<number | null>((res) => child.once('close', (c) => res(c)));
-  o.signal?.removeEventListener('abort', onAbort);
-  endAll('SIGKILL'); // anything left, always
+  o.signal?.addEventListener('abort', endServer, { once: true });
+  const ran = await exec(cmd!, args, {
+    env: { PATH: process.env.PATH ?? cleanPath(), HOME: home },
+    ...(o.signal !== undefined ? { signal: o.signal } : {}),
+    // Recorded for the next run, should this process be SIGKILLed (lib/smoke/scratch.ts).
+    onSpawn: (pid) => {
+      runnerPid = pid;
+      writeFileSync(join(o.scratch, RUNNER_PGID_FILE), String(pid));
+    },
+    onLine: (line) => runnerOut.push(`${line}\n`),
+  });
+  o.signal?.removeEventListener('abort', endServer);
+  // Anything left, always.
+  endServer();
+  if (runnerPid !== undefined) killGroup(runnerPid, 'SIGKILL');
+  const code = ran.spawnError ?? ran.code ?? ran.signal;
 
   if (!existsSync(config.resultPath)) return err(`the smoke runner exited with ${code} and wrote no result${o.signal?.aborted ? ' (aborted)' : ''}:\n${runnerOut.join('').slice(-3000)}`);
   const r = JSON.parse(readFileSync(config.resultPath, 'utf8')) as RunnerResult;

@@ -25,6 +25,8 @@ export interface ExecOptions {
   signal?: AbortSignal;
   /** Called with each output line as it arrives (both streams). */
   onLine?: (line: string) => void;
+  /** Called once the child runs, with its pid (= its process group: it runs detached). */
+  onSpawn?: (pid: number) => void;
 }
 
 /** Run `cmd args...`; resolves (never rejects) once the child has exited. */
@@ -36,6 +38,8 @@ export async function exec(cmd: string, args: readonly string[], o: ExecOptions 
   const program = which.sync(cmd, { nothrow: true, path: env.PATH ?? '' });
   if (program === null) return { code: null, signal: null, stdout: '', stderr: '', spawnError: `spawn ${cmd} ENOENT (not found, or not executable)`, command };
   const child: ProcessPromise = $({ cwd: o.cwd ?? process.cwd(), env, nothrow: true, quiet: true, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })`${program} ${[...args]}`;
+  child.run();
+  if (child.pid !== undefined) o.onSpawn?.(child.pid);
   if (o.onLine !== undefined) {
     const onLine = o.onLine;
     for (const stream of [child.stdout, child.stderr]) {

@@ -15,11 +15,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { sha256 } from '../engine/digest.ts';
 import { formatFailure } from '../engine/format-failure.ts';
+import { asEngineFailure, formatStageFailure } from '../lib/failures.ts';
 import { buildGraph } from '../engine/graph.ts';
 import { engineSchemaSet, SchemaSet } from '../engine/json-io.ts';
 import { listFiles as listTree } from '../engine/files.ts';
 import { buildReport, graphFromRecords } from '../lib/report/build.ts';
-import type { Guide } from '../lib/report/guide.ts';
+import type { EvidenceGuide as Guide } from '../schemas/generated/evidence-guide.ts';
 import { EVIDENCE_PATHS } from '../lib/report/layout.ts';
 import { gatherRecords } from '../lib/report/records.ts';
 import { pipeline } from '../pipeline.ts';
@@ -161,9 +162,9 @@ describe('report on tiny', () => {
     expect(r.ok).toBe(false);
     if (r.ok) return;
     expect(r.error.reason).toBe('provenance-violation');
-    const text = formatFailure(r.error);
+    const text = formatFailure(asEngineFailure('report', r.error));
     expect(text.split('\n')).toEqual([
-      `stage report: provenance proof failed (${join(wd, '.ternforge', 'tiny', 'fetch-calib', 'outputs', 'data_manifest.json')}): benchmark or held-out data could reach quantize or a choice of defaults`,
+      `stage report failed: provenance proof failed (${join(wd, '.ternforge', 'tiny', 'fetch-calib', 'outputs', 'data_manifest.json')}): benchmark or held-out data could reach quantize or a choice of defaults`,
       '  gpqa-diamond [benchmark-not-evaluation]: gpqa-diamond (Idavidrein/gpqa/gpqa_diamond, split train) is GPQA benchmark data but has role "calibration"; benchmark data may only have the role "evaluation"',
       '  mmlu-pro-val [benchmark-not-evaluation]: mmlu-pro-val (TIGER-Lab/MMLU-Pro, split validation) is MMLU-Pro benchmark data but has role "selection"; benchmark data may only have the role "evaluation"',
     ]);
@@ -173,7 +174,7 @@ describe('report on tiny', () => {
     const dest2 = join(wd, 'out2');
     mkdirSync(dest2);
     const r2 = await buildReport({ profile: 'tiny', workdir: wd, root, out: dest2, direct: REPORT_NEEDS, upstream: (s) => join(wd, '.ternforge', 'tiny', s, 'outputs'), log: () => {} });
-    expect(r2.ok ? 'ok' : formatFailure(r2.error)).toBe('ok');
+    expect(r2.ok ? 'ok' : formatStageFailure(r2.error)).toBe('ok');
     expect(readFileSync(join(dest2, EVIDENCE_PATHS.guide), 'utf8')).toContain('calibration sources (fit the weights in quantize): openr1');
   });
 

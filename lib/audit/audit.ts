@@ -15,7 +15,7 @@
  */
 import { readFile, readdir, realpath } from 'node:fs/promises';
 import { isAbsolute, join, posix, sep } from 'node:path';
-import { Ajv } from 'ajv';
+import { engineSchemaSet } from '../../engine/json-io.ts';
 import type { ManifestTensor, QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { openSafetensors, type SafetensorsFile } from '../safetensors/reader.ts';
 import { computeGates, STORED_RATIO_MAX, TERNARY_FRACTION_MIN, type CountedTensor, type GateFigures } from './gates.ts';
@@ -23,6 +23,8 @@ import { ShardScanner, type CodeRange } from './scan.ts';
 import { isEmbeddingOrHead, isExemptName, textModelFilter, type SourceDescription } from './source.ts';
 
 export const MANIFEST_FILE = 'quantization_manifest.json';
+/** Its schema, relative to schemas/ (the one schema set, engine/json-io.ts). */
+export const MANIFEST_SCHEMA = 'manifest.schema.json';
 /**
  * The largest scale accepted: 65504, the largest finite float16. A dequantized weight is +-scale, and a
  * source weight beyond float16's range is not one a bf16 text model holds; larger scales are corrupt.
@@ -31,10 +33,31 @@ export const SCALE_MAX = 65504;
 export type GateName = 'ternary-fraction' | 'stored-parameters' | 'weight-audit';
 export const GATES: readonly GateName[] = ['ternary-fraction', 'stored-parameters', 'weight-audit'];
 
+/** Why a finding was made; each is checked where the module comment says. */
+export type ViolationReason =
+  /** The manifest cannot be read, or fails schemas/manifest.schema.json. */
+  | 'manifest-unreadable' | 'manifest-invalid'
+  /** A shard: listed twice, in weights/ but not listed, outside weights/, absent, not strict safetensors, of another size or sha256. */
+  | 'duplicate-shard' | 'unlisted-shard' | 'shard-path-outside-weights' | 'shard-missing' | 'shard-invalid' | 'shard-size-mismatch' | 'shard-sha256-mismatch'
+  /** A packed byte holds the invalid code 3. */
+  | 'invalid-code'
+  /** A tensor entry: exempt by flag but not by name, in an unlisted shard, missing or sharing or not owning its keys, a key absent from its shard. */
+  | 'false-exemption' | 'unknown-shard' | 'missing-key' | 'key-shared' | 'key-not-in-shard' | 'key-not-own'
+  /** A packed entry's shape or group size, its codes' or scales' stored shape, a float entry's stored dtype/shape. */
+  | 'packed-not-2d' | 'invalid-group-size' | 'codes-shape-mismatch' | 'scale-shape-mismatch' | 'float-mismatch'
+  /** A stored tensor no entry uses. */
+  | 'unreferenced-stored-tensor'
+  /** Values: a scale not finite, not positive or above SCALE_MAX; a float tensor not finite. */
+  | 'scale-not-finite' | 'scale-not-positive' | 'scale-out-of-range' | 'float-not-finite'
+  /** Against the source: a text tensor absent from the manifest, another shape or dtype, a tied head the manifest does not record. */
+  | 'tensor-not-in-manifest' | 'source-shape-mismatch' | 'source-dtype-mismatch' | 'tied-head-unrecorded'
+  /** Gates 1 and 2 from the counted figures. */
+  | 'ternary-fraction-too-low' | 'stored-ratio-too-high';
+
 /** One finding; each names the gate it violates. */
 export interface Violation {
   gate: GateName;
-  reason: string;
+  reason: ViolationReason;
   tensor?: string;
   shard?: string;
   expected?: string | number;
@@ -123,10 +146,9 @@ async function readManifest(path: string, v: (x: Violation) => void): Promise<Qu
     v({ gate: 'weight-audit', reason: 'manifest-unreadable', detail: `${path}: ${(e as Error).message}` });
     return null;
   }
-  const schema = JSON.parse(await readFile(join(import.meta.dirname, '../../schemas/manifest.schema.json'), 'utf8')) as object;
-  const validate = new Ajv({ allErrors: true }).compile<QuantizationManifest>(schema);
-  if (!validate(json)) {
-    for (const e of validate.errors ?? []) v({ gate: 'weight-audit', reason: 'manifest-invalid', detail: `${e.instancePath || '/'} ${e.message ?? ''}`.trim() });
+  const errors = engineSchemaSet().validate(MANIFEST_SCHEMA, json);
+  if (errors.length > 0) {
+    for (const e of errors) v({ gate: 'weight-audit', reason: 'manifest-invalid', detail: e });
     // Name a shard path outside weights/ for what it is, beside the schema's pattern message.
     const shards = (json as { shards?: unknown }).shards;
     for (const s of Array.isArray(shards) ? shards : []) {
@@ -136,7 +158,7 @@ async function readManifest(path: string, v: (x: Violation) => void): Promise<Qu
     }
     return null;
   }
-  return json;
+  return json as QuantizationManifest;
 }
 
 /** Shard files: listed once, present, strict headers, size and sha256 recomputed, code bytes scanned. */
@@ -347,7 +369,7 @@ async function checkValues(manifest: QuantizationManifest, open: Map<string, Saf
       if (t.encoding === 'packed_2bit' && info.dtype === 'F32') {
         const b = chunk.byteOffset % 4 === 0 ? chunk : Buffer.from(chunk);
         const s = new Float32Array(b.buffer, b.byteOffset, b.byteLength >>> 2);
-        let bad: [string, number, number] | null = null;
+        let bad: [ViolationReason, number, number] | null = null;
         for (let i = 0; i < s.length; i++) {
           const x = s[i]!;
           if (x > 0 && x <= SCALE_MAX) continue;

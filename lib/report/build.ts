@@ -7,7 +7,6 @@
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { prettyJson } from '../../engine/digest.ts';
-import type { Failure } from '../../engine/failure.ts';
 import type { Graph } from '../../engine/graph.ts';
 import { SchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
@@ -17,7 +16,8 @@ import { renderGuide } from './guide-md.ts';
 import { renderHtml } from './html.ts';
 import { EVIDENCE_PATHS, EXTRA_EVIDENCE } from './layout.ts';
 import { DATA_STAGE, proveProvenance } from './provenance.ts';
-import { describeRecordsFailure, gatherRecords, recordPath, type StageEvidence } from './records.ts';
+import type { RecordsFailure, ReportFailure } from '../failures.ts';
+import { gatherRecords, recordPath, type StageEvidence } from './records.ts';
 
 const STAGE = 'report';
 
@@ -64,8 +64,8 @@ export function graphFromRecords(evidence: readonly StageEvidence[], self: strin
   return { order, needs, defs: new Map() };
 }
 
-export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary, Failure>> {
-  const fail = (detail: string, items: string[]): Result<never, Failure> => err({ reason: 'evidence-unverifiable', stage: STAGE, detail, items });
+export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary, ReportFailure | RecordsFailure>> {
+  const fail = (detail: string, items: string[]): Result<never, ReportFailure> => err({ reason: 'evidence-unverifiable', detail, items });
 
   // 1. Records: the direct upstreams and, through their keys, everything above them.
   const closure: string[] = [];
@@ -82,7 +82,7 @@ export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary
   }
   const outputsOf = (s: string): string => (i.direct.includes(s) ? i.upstream(s) : join(dirname(recordPath(i.workdir, i.profile, s)), 'outputs'));
   const gathered = gatherRecords({ workdir: i.workdir, profile: i.profile, stages: closure, outputsOf });
-  if (!gathered.ok) return fail('the evidence records cannot be trusted', [describeRecordsFailure(gathered.error)]);
+  if (!gathered.ok) return gathered;
   const graph = graphFromRecords(gathered.value, STAGE, i.direct);
   const evidence = graph.order.filter((s) => s !== STAGE).map((s) => gathered.value.find((e) => e.stage === s)!);
   const byStage = new Map(evidence.map((e) => [e.stage, e]));
@@ -127,7 +127,7 @@ export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary
   }
   const proof = proveProvenance(graph, dataManifest);
   for (const s of proof.steps) i.log(`provenance ${s.id}: ${s.passed ? 'pass' : 'FAIL'}`);
-  if (!proof.passed) return err({ reason: 'provenance-violation', stage: STAGE, manifest: calib === undefined ? '(none)' : join(calib.outputs, 'data_manifest.json'), violations: proof.violations });
+  if (!proof.passed) return err({ reason: 'provenance-violation', manifest: calib === undefined ? '(none)' : join(calib.outputs, 'data_manifest.json'), violations: proof.violations });
 
   // 5. The guide and the report.
   const { guide, missing, failed } = buildGuide({ profile: i.profile, submission: i.out, evidence, proof });

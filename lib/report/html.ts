@@ -10,7 +10,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Graph } from '../../engine/graph.ts';
-import type { Guide } from './guide.ts';
+import type { EvidenceGuide } from '../../schemas/generated/evidence-guide.ts';
 import { EVIDENCE_PATHS } from './layout.ts';
 import type { StageEvidence } from './records.ts';
 import { barChart, dotPlot, esc, graphSvg } from './svg.ts';
@@ -65,7 +65,7 @@ function placeholderNote(stage: string, ev: Map<string, StageEvidence>): string 
   return `<p class="note">${esc(stage)} ${ev.has(stage) ? 'is still a placeholder: its outputs hold only a PLACEHOLDER file, so there are no figures to show.' : 'is not part of this build.'}</p>`;
 }
 
-export function renderHtml(o: { guide: Guide; evidence: readonly StageEvidence[]; graph: Graph; submission: string; self: string }): string {
+export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEvidence[]; graph: Graph; submission: string; self: string }): string {
   const ev = new Map(o.evidence.map((e) => [e.stage, e]));
   const sub = o.submission;
   const parts: string[] = [];

@@ -16,9 +16,10 @@
 import { readFile, readdir, realpath } from 'node:fs/promises';
 import { isAbsolute, join, posix, sep } from 'node:path';
 import { engineSchemaSet } from '../../engine/json-io.ts';
+import type { AuditReport, GateName, ShardRow, TensorRow, Violation, ViolationReason } from '../../schemas/generated/audit-report.ts';
 import type { ManifestTensor, QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { openSafetensors, type SafetensorsFile } from '../safetensors/reader.ts';
-import { computeGates, STORED_RATIO_MAX, TERNARY_FRACTION_MIN, type CountedTensor, type GateFigures } from './gates.ts';
+import { computeGates, STORED_RATIO_MAX, TERNARY_FRACTION_MIN, type CountedTensor } from './gates.ts';
 import { ShardScanner, type CodeRange } from './scan.ts';
 import { isEmbeddingOrHead, isExemptName, textModelFilter, type SourceDescription } from './source.ts';
 
@@ -30,82 +31,10 @@ export const MANIFEST_SCHEMA = 'manifest.schema.json';
  * source weight beyond float16's range is not one a bf16 text model holds; larger scales are corrupt.
  */
 export const SCALE_MAX = 65504;
-export type GateName = 'ternary-fraction' | 'stored-parameters' | 'weight-audit';
 export const GATES: readonly GateName[] = ['ternary-fraction', 'stored-parameters', 'weight-audit'];
 
-/** Why a finding was made; each is checked where the module comment says. */
-export type ViolationReason =
-  /** The manifest cannot be read, or fails schemas/manifest.schema.json. */
-  | 'manifest-unreadable' | 'manifest-invalid'
-  /** A shard: listed twice, in weights/ but not listed, outside weights/, absent, not strict safetensors, of another size or sha256. */
-  | 'duplicate-shard' | 'unlisted-shard' | 'shard-path-outside-weights' | 'shard-missing' | 'shard-invalid' | 'shard-size-mismatch' | 'shard-sha256-mismatch'
-  /** A packed byte holds the invalid code 3. */
-  | 'invalid-code'
-  /** A tensor entry: exempt by flag but not by name, in an unlisted shard, missing or sharing or not owning its keys, a key absent from its shard. */
-  | 'false-exemption' | 'unknown-shard' | 'missing-key' | 'key-shared' | 'key-not-in-shard' | 'key-not-own'
-  /** A packed entry's shape or group size, its codes' or scales' stored shape, a float entry's stored dtype/shape. */
-  | 'packed-not-2d' | 'invalid-group-size' | 'codes-shape-mismatch' | 'scale-shape-mismatch' | 'float-mismatch'
-  /** A stored tensor no entry uses. */
-  | 'unreferenced-stored-tensor'
-  /** Values: a scale not finite, not positive or above SCALE_MAX; a float tensor not finite. */
-  | 'scale-not-finite' | 'scale-not-positive' | 'scale-out-of-range' | 'float-not-finite'
-  /** Against the source: a text tensor absent from the manifest, another shape or dtype, a tied head the manifest does not record. */
-  | 'tensor-not-in-manifest' | 'source-shape-mismatch' | 'source-dtype-mismatch' | 'tied-head-unrecorded'
-  /** Gates 1 and 2 from the counted figures. */
-  | 'ternary-fraction-too-low' | 'stored-ratio-too-high';
-
-/** One finding; each names the gate it violates. */
-export interface Violation {
-  gate: GateName;
-  reason: ViolationReason;
-  tensor?: string;
-  shard?: string;
-  expected?: string | number;
-  actual?: string | number;
-  detail?: string;
-}
-
-export interface TensorRow {
-  name: string;
-  encoding: string;
-  shape: number[];
-  /** In the gates' audited set. */
-  audited: boolean;
-  in_source: boolean;
-  original: number;
-  codes: number;
-  scales: number;
-  floats: number;
-}
-
-export interface ShardRow {
-  file: string;
-  size: number;
-  sha256: string | null;
-  size_ok: boolean;
-  sha256_ok: boolean;
-  code_bytes_scanned: number;
-}
-
-/** The audit's figures, written as `audit.json` / evidence. */
-export interface AuditReport {
-  format: 'ternforge-audit/1';
-  pass: boolean;
-  failed_gates: GateName[];
-  thresholds: { ternary_fraction_min: number; stored_ratio_max: number };
-  /** `checked` against the source's own tensor list, or `skipped` (no source given). */
-  source_coverage: 'checked' | 'skipped';
-  source: string | null;
-  gates: {
-    'ternary-fraction': { pass: boolean; value: number; threshold: number; margin: number };
-    'stored-parameters': { pass: boolean; stored: number; original: number; ratio: number; threshold: number; margin: number };
-    'weight-audit': { pass: boolean; violations: number };
-  };
-  counts: GateFigures & { manifest_tensors: number; exempt_tensors: number; excluded: string[]; source_text_tensors: number | null };
-  shards: ShardRow[];
-  violations: Violation[];
-  tensors: TensorRow[];
-}
+/** audit.json's shape: schemas/audit-report.schema.json and its generated types (Violation.reason is the ViolationReason union). */
+export type { AuditReport, GateName, ShardRow, TensorRow, Violation, ViolationReason };
 
 export interface AuditOptions {
   /** The source checkpoint's own tensor list; null skips the coverage check (the gates then use the manifest's list). */

@@ -16,6 +16,8 @@ import { EVIDENCE_PATHS } from './layout.ts';
 import type { ProvenanceProof } from './provenance.ts';
 import type { Check, EvidenceGuide, Rule } from '../../schemas/generated/evidence-guide.ts';
 import type { StageEvidence } from './records.ts';
+import type { EvidenceFiles } from './evidence-files.ts';
+import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
 
 /** The pinned checkpoint of the product profile (DESIGN.md section 1). */
 export const PINNED: Readonly<Record<string, { base_model: string; revision: string }>> = {
@@ -34,33 +36,23 @@ export interface GuideInputs {
   submission: string;
   evidence: readonly StageEvidence[];
   proof: ProvenanceProof;
+  /** The submission's JSON evidence, checked (readEvidenceFiles). */
+  files: EvidenceFiles;
 }
 
 const SERVER = 'server/ternforge_server';
-
-function readJson(path: string): unknown | null {
-  try {
-    return JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    return null;
-  }
-}
 
 function filesUnder(root: string, dir: string): string[] {
   return existsSync(join(root, dir)) ? listFiles(join(root, dir)).map((f) => `${dir}/${f}`) : [];
 }
 
-type Manifest = { base_model?: string; revision?: string; shards?: Array<{ file: string; sha256: string; size: number }>; tensors?: Record<string, { encoding: string; exempt?: boolean; codes_key?: string; scale_key?: string; data_key?: string }> };
-
 /** Build the guide, and the anchors that could not be found (the caller fails on those). */
 export function buildGuide(inp: GuideInputs): { guide: EvidenceGuide; missing: MissingAnchor[]; failed: string[] } {
   const sub = inp.submission;
   const ev = new Map(inp.evidence.map((e) => [e.stage, e]));
-  const manifest = (readJson(join(sub, 'quantization_manifest.json')) ?? {}) as Manifest;
-  const source = readJson(join(sub, 'evidence', 'source.json')) as { origin?: Record<string, unknown> } | null;
-  const audit = readJson(join(sub, 'evidence', 'audit.json')) as { pass?: boolean; gates?: Record<string, { pass: boolean; value?: number; ratio?: number; violations?: number; margin?: number }>; shards?: Array<{ file: string; sha256: string; sha256_ok?: boolean }> } | null;
-  const startup = readJson(join(sub, EVIDENCE_PATHS.startupReport)) as { loaded?: Array<{ name: string }>; skipped_exempt?: string[]; shards?: Array<{ file: string; sha256: string }> } | null;
-  const smoke = readJson(join(sub, EVIDENCE_PATHS.smoke)) as { isolation?: { network_namespace?: boolean; reason?: string } } | null;
+  // Read once, each checked against its schema (lib/report/evidence-files.ts); null where absent.
+  const manifest: Partial<QuantizationManifest> = inp.files.manifest ?? {};
+  const { source, audit, startup, smoke } = inp.files;
   const recordsDir = 'evidence/records';
   const hasData = existsSync(join(sub, EVIDENCE_PATHS.dataManifest));
   const placeholder = (s: string): boolean => ev.get(s)?.placeholder ?? false;
@@ -160,7 +152,7 @@ export function buildGuide(inp: GuideInputs): { guide: EvidenceGuide; missing: M
       const a = audit?.shards?.find((x) => x.file === s.file);
       const listed = emitRec?.outputs.find((o) => o.path === s.file);
       const ok = a !== undefined && a.sha256 === s.sha256 && a.sha256_ok === true && listed !== undefined && listed.sha256 === s.sha256;
-      checks.push({ check: `${s.file}: manifest sha256 = audited sha256 = emitted file`, passed: ok, detail: `manifest ${s.sha256.slice(0, 16)}…, audit ${a?.sha256.slice(0, 16) ?? 'absent'}… (ok: ${String(a?.sha256_ok)}), emit ${listed?.sha256.slice(0, 16) ?? 'absent'}…` });
+      checks.push({ check: `${s.file}: manifest sha256 = audited sha256 = emitted file`, passed: ok, detail: `manifest ${s.sha256.slice(0, 16)}…, audit ${a?.sha256?.slice(0, 16) ?? 'absent'}… (ok: ${String(a?.sha256_ok)}), emit ${listed?.sha256.slice(0, 16) ?? 'absent'}…` });
       if (startup?.shards !== undefined) {
         const st = startup.shards.find((x) => x.file === s.file);
         checks.push({ check: `${s.file}: the server verified the same sha256 at start-up`, passed: st?.sha256 === s.sha256, detail: `start-up report ${st?.sha256.slice(0, 16) ?? 'absent'}…` });

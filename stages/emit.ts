@@ -20,7 +20,7 @@ import type { EmitParams } from '../schemas/generated/emit.ts';
 export const stage = defineStage<EmitParams>({
   name: 'emit',
   summary: 'Assemble the self-contained submission directory (published with the evidence at dist/<profile>/)',
-  code: ['stages/emit.ts', 'lib/audit/source.ts', 'lib/submission/assemble.ts', 'lib/submission/architecture.ts', 'lib/submission/layout.ts', 'lib/submission/startup-budget.ts', 'bench/startup-rates.json', 'schemas/architecture.schema.json', 'schemas/startup-budget.schema.json', 'serve/serve.sh', 'python/ternforge_server'],
+  code: ['stages/emit.ts', 'lib/audit/source.ts', 'lib/submission/assemble.ts', 'lib/submission/architecture.ts', 'lib/submission/layout.ts', 'lib/submission/startup-budget.ts', 'bench/startup-rates.json', 'schemas/architecture.schema.json', 'schemas/startup-budget.schema.json', 'schemas/wheels-record.schema.json', 'serve/serve.sh', 'python/ternforge_server'],
   schema: 'schemas/stages/emit.schema.json',
   tools: ['node'],
   async run(ctx) {

@@ -7,7 +7,7 @@
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { prettyJson, sha256 } from '../../engine/digest.ts';
-import type { SchemaSet } from '../../engine/json-io.ts';
+import { readJsonFile, type SchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { AssemblyFailure } from '../failures.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
@@ -160,7 +160,10 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   stats.written++;
 
   // The start-up budget of exactly this submission: its sizes times the rates measured in bench/.
-  const wheelsRecord = JSON.parse(readFileSync(join(wheelsOut, WHEELS_RECORD), 'utf8')) as WheelsRecord;
+  const wheelsRecordPath = join(wheelsOut, WHEELS_RECORD);
+  const wheelsRead = readJsonFile<WheelsRecord>(wheelsRecordPath, schemas, 'wheels-record.schema.json');
+  if (!wheelsRead.ok || wheelsRead.value === null) return err({ reason: 'submission-input-invalid', path: wheelsRecordPath, detail: wheelsRead.ok ? 'absent' : wheelsRead.error.reason === 'invalid-json' ? wheelsRead.error.errors.join('; ') : wheelsRead.error.reason });
+  const wheelsRecord = wheelsRead.value;
   const budget = startupBudget(submissionFacts(manifest, wheelsRecord), readRates(src.root));
   const budgetErrors = schemas.validate('startup-budget.schema.json', budget);
   if (budgetErrors.length > 0) throw new Error(`the start-up budget fails its own schema: ${budgetErrors.join('; ')}`);

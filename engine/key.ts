@@ -38,7 +38,8 @@ export interface StageKeyData {
 }
 
 // A compile-time check, no cast: the in-memory record must stay assignable to the persisted shape that
-// schemas/engine/stage-key.schema.json generates (a field added here and not there fails the type check).
+// schemas/engine/stage-key.schema.json generates (a field the schema requires that this record lacks, or
+// holds as another type, fails the type check; with the cast it had, nothing did).
 const _wireCheck = (k: StageKeyData): StageKeyDataWire => k;
 void _wireCheck;
 

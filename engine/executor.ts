@@ -158,7 +158,7 @@ async function runOne(s: Session, ev: Evaluation, o: RunOptions): Promise<RunOne
   let digest: OutputDigest;
   if (mode === 'in-place') {
     const d = await s.inPlaceDigest(stage, ev.key);
-    if (d === null) return err({ failure: { reason: 'stage-failed', stage, detail: `in-place stage did not write its marker file ${def.marker}`, facts: { dir: out } }, stageMs });
+    if (d === null) return err({ failure: { reason: 'missing-marker', stage, marker: def.marker ?? '(none declared)', dir: out }, stageMs });
     digest = d;
     listing = def.marker === undefined ? [] : [{ path: def.marker, sha256: d, size: (await s.hasher.hash(join(out, def.marker))).size }];
   } else {

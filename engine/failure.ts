@@ -1,7 +1,8 @@
 /**
- * Every expected failure of the engine and the stages, as one union keyed by a kebab-case `reason`.
+ * Every expected failure the engine itself knows, as one union keyed by a kebab-case `reason`.
  * Each variant carries the facts a user needs to act: which stage, which path, expected and actual.
- * Stages add their own variants here (one line of doc each) rather than throwing strings.
+ * A stage's own failures (a tensor pack refuses, a gate the audit fails, a worker's refusal) are not
+ * here: they are lib/failures.ts's StageFailure, which reaches the engine as one `stage-failed`.
  */
 export type Failure =
   /** `tsx pipeline.ts <name>` named no declared stage. */
@@ -24,26 +25,18 @@ export type Failure =
   | { reason: 'worker-failed'; stage: string; command: string; exitCode: number | null; signal: string | null; stderrTail: string }
   /** A stage was asked to run but is not implemented yet (a later issue fills it in). */
   | { reason: 'not-implemented'; stage: string; detail: string }
-  /** A stage ran and failed for a domain reason it describes itself. */
-  | { reason: 'stage-failed'; stage: string; detail: string; facts?: Record<string, unknown> }
+  /** A stage ran and failed for a reason of its own domain: `failure` as data (for --json), `message` as text. */
+  | { reason: 'stage-failed'; stage: string; failure: { readonly reason: string }; message: string }
+  /** An in-place stage finished without writing its marker file. */
+  | { reason: 'missing-marker'; stage: string; marker: string; dir: string }
   /** The user interrupted the run (SIGINT/SIGTERM). */
   | { reason: 'interrupted'; stage: string }
-  /** A question set broke a rule its schema cannot state (answer letter beyond the options, duplicate id). */
-  | { reason: 'eval-question-invalid'; path: string; id: string; detail: string }
-  /** A sweep (choosing a default) was given a question set whose role is not `selection`. */
-  | { reason: 'eval-role-refused'; path: string; set: string; role: string; allowed: string[] }
-  /** A sweep was configured with no values, a repeated value, or no sets. */
-  | { reason: 'sweep-invalid'; parameter: string; detail: string }
   /** A stage's declared code file or directory does not exist. */
   | { reason: 'missing-code'; stage: string; path: string }
   /** The pipeline declaration is inconsistent (a `needs` or link naming no stage, a duplicate stage). */
   | { reason: 'invalid-pipeline'; detail: string }
   /** A stage left something in its outputs that is neither a file nor a directory. */
   | { reason: 'unsupported-output'; stage: string; path: string; kind: string }
-  /** The report's provenance proof found data that breaks the rules (benchmark data or a held-out split outside `evaluation`, evaluation data reaching the submission). */
-  | { reason: 'provenance-violation'; stage: string; manifest: string; violations: Array<{ source: string; rule: string; detail: string }> }
-  /** The report cannot back a claim with the shipped files: a record is missing or does not chain, a cited anchor is gone, or a rule's check is contradicted. */
-  | { reason: 'evidence-unverifiable'; stage: string; detail: string; items: string[] }
   /** Pinned sources cannot be resolved (no such repository, ref or file; offline): every one of the run's stages, listed together. */
   | { reason: 'unresolvable-pins'; lockPath: string; sources: Array<{ stage: string; name: string; repo: string; ref: string; error: string }> }
   /** Anything thrown inside a stage: a bug, reported with its stack. */

@@ -32,23 +32,15 @@ export function formatFailure(f: Failure): string {
     case 'not-implemented':
       return `stage ${f.stage} is not implemented yet: ${f.detail}`;
     case 'stage-failed':
-      return `stage ${f.stage} failed: ${f.detail}${f.facts === undefined ? '' : `\n${Object.entries(f.facts).map(([k, v]) => `  ${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`).join('\n')}`}`;
+      return `stage ${f.stage} failed: ${f.message}`;
+    case 'missing-marker':
+      return `stage ${f.stage}: in-place stage did not write its marker file ${f.marker} in ${f.dir}`;
     case 'interrupted':
       return `interrupted during stage ${f.stage}; its previous outputs and lock entry are untouched`;
     case 'invalid-pipeline':
       return `invalid pipeline: ${f.detail}`;
     case 'unsupported-output':
       return `stage ${f.stage}: output ${f.path} is a ${f.kind}; outputs may hold only files and directories`;
-    case 'eval-question-invalid':
-      return `${f.path}: question ${f.id} is invalid: ${f.detail}`;
-    case 'eval-role-refused':
-      return `${f.path}: set ${f.set} has role "${f.role}"; a sweep accepts only ${f.allowed.join(', ')}`;
-    case 'sweep-invalid':
-      return `sweep of ${f.parameter} is invalid: ${f.detail}`;
-    case 'provenance-violation':
-      return `stage ${f.stage}: provenance proof failed (${f.manifest}): benchmark or held-out data could reach quantize or a choice of defaults\n${f.violations.map((v) => `  ${v.source} [${v.rule}]: ${v.detail}`).join('\n')}`;
-    case 'evidence-unverifiable':
-      return `stage ${f.stage}: ${f.detail}\n${f.items.map((i) => `  ${i}`).join('\n')}`;
     case 'unresolvable-pins':
       return `${f.sources.length} pinned source${f.sources.length === 1 ? '' : 's'} cannot be resolved, so ${f.lockPath} cannot be written (fix the refs in the profile, or run where the hub is reachable):\n${f.sources.map((s) => `  ${s.stage} ${s.name} (${s.repo}@${s.ref}): ${s.error}`).join('\n')}`;
     case 'unknown-error-thrown':

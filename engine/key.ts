@@ -24,7 +24,7 @@ export interface StageKeyData {
   /** The stage's code: repository-relative path -> digest (sorted; directories expanded). */
   code: Record<string, FileSha256>;
   /** The stage's own profile section. */
-  params: JsonValue;
+  params: { [key: string]: JsonValue };
   /** Declared inputs: path as declared -> digest. */
   inputs: Record<string, FileSha256>;
   /** Direct upstream stage -> digest of its current outputs (early cutoff: not its key). */
@@ -37,8 +37,10 @@ export interface StageKeyData {
   pins?: Record<string, LockedSource>;
 }
 
-// The in-memory record must stay assignable to the persisted one.
-const _wireCheck = (k: StageKeyData): StageKeyDataWire => k as StageKeyDataWire & StageKeyData;
+// A compile-time check, no cast: the in-memory record must stay assignable to the persisted shape that
+// schemas/engine/stage-key.schema.json generates (a field the schema requires that this record lacks, or
+// holds as another type, fails the type check; with the cast it had, nothing did).
+const _wireCheck = (k: StageKeyData): StageKeyDataWire => k;
 void _wireCheck;
 
 export function stageKey(data: StageKeyData): StageKey {
@@ -83,7 +85,7 @@ async function digestPaths(paths: readonly string[], root: string, hasher: FileH
 
 export interface KeyInputs {
   def: StageDef<unknown>;
-  params: JsonValue;
+  params: { [key: string]: JsonValue };
   root: string;
   hasher: FileHasher;
   upstream: Record<string, OutputDigest>;

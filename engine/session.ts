@@ -170,7 +170,7 @@ export class Session {
     const requests = this.pinRequests(stage);
     const keyData = await computeKeyData({
       def: this.def(stage),
-      params: this.profile.sections[stage] as JsonValue,
+      params: this.profile.sections[stage] as { [key: string]: JsonValue },
       root: this.root,
       hasher: this.hasher,
       upstream,

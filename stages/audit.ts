@@ -1,6 +1,8 @@
 import { writeFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { err, ok } from '../engine/result.ts';
+import { engineSchemaSet } from '../engine/json-io.ts';
+import { ok } from '../engine/result.ts';
+import { stageFailed } from '../lib/failures.ts';
 import { defineStage } from '../engine/types.ts';
 import type { AuditParams } from '../schemas/generated/audit.ts';
 import { auditSubmission, describeFailures } from '../lib/audit/audit.ts';
@@ -10,13 +12,15 @@ import { loadSourceCheckpoint } from '../lib/audit/source.ts';
 export const stage = defineStage<AuditParams>({
   name: 'audit',
   summary: 'Independently verify the submission gates from the stored bytes',
-  code: ['stages/audit.ts', 'lib/audit', 'lib/safetensors', 'schemas/manifest.schema.json'],
+  code: ['stages/audit.ts', 'lib/audit', 'lib/safetensors', 'schemas/manifest.schema.json', 'schemas/audit-report.schema.json'],
   schema: 'schemas/stages/audit.schema.json',
   async run(ctx) {
     const source = await loadSourceCheckpoint(join(ctx.upstream('fetch-model'), 'model'));
-    if (!source.ok) return err({ reason: 'stage-failed', stage: 'audit', detail: `source checkpoint unreadable: ${source.error.reason}`, facts: { ...source.error } });
+    if (!source.ok) return stageFailed(ctx.stage, source.error);
     // Name the source by its place in the graph, not its absolute path: the record must not depend on the workdir.
     const report = await auditSubmission(ctx.upstream('pack'), { source: { ...source.value, origin: 'fetch-model/model' } });
+    const invalid = engineSchemaSet().validate('audit-report.schema.json', report);
+    if (invalid.length > 0) throw new Error(`audit.json fails its own schema (schemas/audit-report.schema.json): ${invalid.join('; ')}`);
     const path = join(ctx.out, 'audit.json');
     await writeFile(`${path}.tmp`, `${JSON.stringify(report, null, 2)}\n`);
     await rename(`${path}.tmp`, path);
@@ -26,7 +30,7 @@ export const stage = defineStage<AuditParams>({
     if (!report.pass) {
       const lines = describeFailures(report);
       for (const line of lines) ctx.log(line);
-      return err({ reason: 'stage-failed', stage: 'audit', detail: lines.join(' | '), facts: { ...summary, violations: report.violations.slice(0, 50) } });
+      return stageFailed(ctx.stage, { reason: 'audit-gates-failed', failedGates: report.failed_gates, lines, violations: report.violations.slice(0, 50), figures: summary });
     }
     return ok({ summary });
   },

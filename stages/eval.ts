@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { prettyJson } from '../engine/digest.ts';
 import { err, ok, type Result } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
+import { stageFailed } from '../lib/failures.ts';
 import { loadQuestionSets } from '../lib/eval/questions.ts';
 import { runEval, type EvalReport } from '../lib/eval/run.ts';
 import { formatTable } from '../lib/eval/score.ts';
@@ -33,9 +34,9 @@ export const stage = defineStage<EvalParams>({
   async run(ctx) {
     const p = ctx.params;
     const sets = await loadQuestionSets(evalSetPaths(p, ctx.root), ctx.root);
-    if (!sets.ok) return sets;
+    if (!sets.ok) return stageFailed(ctx.stage, sets.error);
     const sweepSets = p.sweep === undefined ? null : await loadQuestionSets(sweepSetPaths(p, ctx.root), ctx.root);
-    if (sweepSets !== null && !sweepSets.ok) return sweepSets;
+    if (sweepSets !== null && !sweepSets.ok) return stageFailed(ctx.stage, sweepSets.error);
 
     const scratch = mkdtempSync(join(tmpdir(), 'ternforge-eval-'));
     const port = await freePort();
@@ -45,7 +46,7 @@ export const stage = defineStage<EvalParams>({
     try {
       const baseUrl = `http://127.0.0.1:${port}`;
       const ready = await waitHealthy(baseUrl, (p.startupLimitS ?? 300) * 1000, server, ctx.signal);
-      if (!ready.ok) return err({ reason: 'stage-failed', stage: ctx.stage, detail: `${ready.error}; server log tail:\n${serverLog.split('\n').slice(-20).join('\n')}` });
+      if (!ready.ok) return stageFailed(ctx.stage, { reason: 'server-not-ready', detail: ready.error, logTail: serverLog.split('\n').slice(-20).join('\n') });
       ctx.log(`server ready on ${baseUrl} after ${ready.value.toFixed(1)} s`);
 
       const common = {
@@ -69,7 +70,7 @@ export const stage = defineStage<EvalParams>({
           sets: sweepSets.value,
           measure: requestFieldMeasure(common, p.sweep.parameter),
         });
-        if (!record.ok) return record;
+        if (!record.ok) return stageFailed(ctx.stage, record.error);
         writeFileSync(join(ctx.out, 'sweep.json'), prettyJson(record.value));
         ctx.log(`sweep ${p.sweep.parameter}: chose ${record.value.chosen} (${record.value.rule})`);
       }

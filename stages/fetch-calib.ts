@@ -1,8 +1,9 @@
 import { join } from 'node:path';
-import { err, ok } from '../engine/result.ts';
+import { ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import type { FetchCalibParams } from '../schemas/generated/fetch-calib.ts';
-import { failureEvent } from './fetch-model.ts';
+import { stageFailed } from '../lib/failures.ts';
+import { runWorkerCommand } from '../lib/worker-results.ts';
 import { resolveHubPins } from './hub-pins.ts';
 
 /**
@@ -21,8 +22,9 @@ export const stage = defineStage<FetchCalibParams>({
   summary: 'Tokenise declared calibration/held-out sources and write the data manifest',
   code: [
     'stages/fetch-calib.ts',
-    'stages/fetch-model.ts',
     'stages/hub-pins.ts',
+    'lib/worker-results.ts',
+    'schemas/workers/fetch-calib-result.schema.json',
     'python/ternforge/__main__.py',
     'python/ternforge/events.py',
     'python/ternforge/calib',
@@ -37,18 +39,16 @@ export const stage = defineStage<FetchCalibParams>({
     resolve: resolveHubPins,
   },
   async run(ctx) {
-    const result = await ctx.worker('fetch-calib', {
+    const result = await runWorkerCommand(ctx, 'fetch-calib', {
       sources: ctx.params.sources,
       cache_dir: ctx.params.cache_dir,
       model_dir: join(ctx.upstream('fetch-model'), 'model'),
       pins: ctx.pins,
       out: ctx.out,
     });
-    if (!result.ok) return result;
-    const failure = failureEvent(result.value);
-    if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });
-    const final = result.value.find((e) => e.event === 'result');
-    ctx.log(`fetch-calib: ${String(final?.['sources'])} sources, tokens by role ${JSON.stringify(final?.['tokens_by_role'])}`);
-    return ok({ summary: { sources: final?.['sources'], tokens_by_role: final?.['tokens_by_role'], manifest: 'data_manifest.json' } });
+    if (!result.ok) return stageFailed(ctx.stage, result.error);
+    const r = result.value;
+    ctx.log(`fetch-calib: ${r.sources} sources, tokens by role ${JSON.stringify(r.tokens_by_role)}`);
+    return ok({ summary: { sources: r.sources, tokens_by_role: r.tokens_by_role, manifest: r.manifest } });
   },
 });

@@ -1,6 +1,7 @@
-import { err, ok } from '../engine/result.ts';
+import { ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
-import type { WorkerEvent } from '../engine/types.ts';
+import { stageFailed } from '../lib/failures.ts';
+import { runWorkerCommand } from '../lib/worker-results.ts';
 import type { FetchModelParams } from '../schemas/generated/fetch-model.ts';
 import { resolveHubPins } from './hub-pins.ts';
 
@@ -13,7 +14,7 @@ import { resolveHubPins } from './hub-pins.ts';
  * commit and every file's hash, kept in profiles/<profile>.lock.json; the download reads that commit and
  * refuses bytes that differ (engine `pins` hook, stages/hub-pins.ts).
  * The work is the Python worker command `fetch-model` (python/ternforge/sources/); this file only maps the
- * profile section onto its config and turns a `failure` event into a stage failure.
+ * profile section onto its config; lib/worker-results.ts checks what the worker reports.
  */
 export const stage = defineStage<FetchModelParams>({
   name: 'fetch-model',
@@ -21,6 +22,8 @@ export const stage = defineStage<FetchModelParams>({
   code: [
     'stages/fetch-model.ts',
     'stages/hub-pins.ts',
+    'lib/worker-results.ts',
+    'schemas/workers/fetch-model-result.schema.json',
     'python/ternforge/__main__.py',
     'python/ternforge/events.py',
     'python/ternforge/sources',
@@ -34,20 +37,10 @@ export const stage = defineStage<FetchModelParams>({
   },
   async run(ctx) {
     const locked = ctx.pins['model'];
-    const result = await ctx.worker('fetch-model', { ...ctx.params, out_dir: ctx.out, ...(locked !== undefined ? { locked } : {}) });
-    if (!result.ok) return result;
-    const failure = failureEvent(result.value);
-    if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });
-    const final = result.value.find((e) => e.event === 'result');
-    ctx.log(`fetch-model: ${ctx.params.source}: ${String(final?.['tensor_count'])} tensors, ${String(final?.['total_size'])} bytes`);
-    return ok({ summary: { source: ctx.params.source, tensor_count: final?.['tensor_count'], total_size: final?.['total_size'], origin: final?.['origin'] } });
+    const result = await runWorkerCommand(ctx, 'fetch-model', { ...ctx.params, out_dir: ctx.out, ...(locked !== undefined ? { locked } : {}) });
+    if (!result.ok) return stageFailed(ctx.stage, result.error);
+    const r = result.value;
+    ctx.log(`fetch-model: ${ctx.params.source}: ${r.tensor_count} tensors, ${r.total_size} bytes`);
+    return ok({ summary: { source: ctx.params.source, tensor_count: r.tensor_count, total_size: r.total_size, origin: r.origin } });
   },
 });
-
-/** The worker's `failure` event (an expected failure: bad revision, hash mismatch, ...), if any. */
-export function failureEvent(events: readonly WorkerEvent[]): { detail: string; facts: Record<string, unknown> } | undefined {
-  const f = events.find((e) => e.event === 'failure');
-  if (!f) return undefined;
-  const { event: _event, message, ...facts } = f;
-  return { detail: typeof message === 'string' ? message : String(f['reason']), facts };
-}

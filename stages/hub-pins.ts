@@ -2,6 +2,8 @@ import type { LockedSource, PinRequest } from '../engine/pin-lock.ts';
 import { err, ok, type Result } from '../engine/result.ts';
 import type { Failure } from '../engine/failure.ts';
 import type { PinEnv } from '../engine/types.ts';
+import { asEngineFailure } from '../lib/failures.ts';
+import { runWorkerCommand, type HubResolveFailure } from '../lib/worker-results.ts';
 
 /**
  * The pin resolver of the fetch stages: the Python worker command `hub-resolve`
@@ -10,15 +12,15 @@ import type { PinEnv } from '../engine/types.ts';
  * the worker's `failure` event lists all that failed, which becomes one `unresolvable-pins` failure.
  */
 export async function resolveHubPins(requests: readonly PinRequest[], env: PinEnv): Promise<Result<Record<string, LockedSource>, Failure>> {
-  const result = await env.worker('hub-resolve', { sources: requests });
-  if (!result.ok) return result;
-  const failure = result.value.find((e) => e.event === 'failure');
-  if (failure !== undefined) {
-    const sources = (failure['unresolvable'] as Array<{ name: string; repo: string; ref: string; error: string }> | undefined) ?? [];
-    return err({ reason: 'unresolvable-pins', lockPath: env.lockPath, sources: sources.map((s) => ({ stage: env.stage, ...s })) });
+  const result = await runWorkerCommand(env, 'hub-resolve', { sources: requests });
+  if (!result.ok) {
+    const f = result.error;
+    // The refusal passed schemas/workers/hub-resolve-failure.schema.json: it lists every unresolvable source.
+    if (f.reason === 'worker-refused') {
+      const sources = (f.facts as Omit<HubResolveFailure, 'event' | 'message'>).unresolvable;
+      return err({ reason: 'unresolvable-pins', lockPath: env.lockPath, sources: sources.map((s) => ({ stage: env.stage, ...s })) });
+    }
+    return err(asEngineFailure(env.stage, f));
   }
-  const final = result.value.find((e) => e.event === 'result');
-  const sources = final?.['sources'] as Record<string, LockedSource> | undefined;
-  if (sources === undefined) return err({ reason: 'stage-failed', stage: env.stage, detail: 'hub-resolve returned no sources' });
-  return ok(sources);
+  return ok(result.value.sources);
 }

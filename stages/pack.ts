@@ -1,7 +1,7 @@
-import { err, ok } from '../engine/result.ts';
+import { ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import type { PackParams } from '../schemas/generated/pack.ts';
-import { describePackFailure } from '../lib/pack/errors.ts';
+import { stageFailed } from '../lib/failures.ts';
 import { packInterchange } from '../lib/pack/pack-interchange.ts';
 
 /** quantize's interchange -> weights/*.safetensors (2-bit codes, F32 scales, floats) + quantization_manifest.json. */
@@ -16,7 +16,7 @@ export const stage = defineStage<PackParams>({
       ...(ctx.params.tie_word_embeddings === undefined ? {} : { tieWordEmbeddings: ctx.params.tie_word_embeddings }),
       log: (line) => ctx.log(line),
     });
-    if (!result.ok) return err({ reason: 'stage-failed', stage: 'pack', detail: describePackFailure(result.error), facts: { ...result.error } });
+    if (!result.ok) return stageFailed(ctx.stage, result.error);
     const s = result.value;
     ctx.log(`packed ${s.tensors} tensors (${s.ternary} ternary, ${s.float} float, ${s.exempt} exempt) into ${s.shards.length} shards, ${s.bytes} bytes`);
     return ok({ summary: { ...s } });

@@ -18,9 +18,12 @@ import { engineSchemaSet } from '../engine/json-io.ts';
 import { err, ok, type Result } from '../engine/result.ts';
 import type { Failure } from '../engine/failure.ts';
 import { defineStage, type StageContext } from '../engine/types.ts';
+import { stageFailed } from '../lib/failures.ts';
+import { checkPythonJson } from '../lib/worker-results.ts';
 import { ENV_INFO_FILE, readEnvInfo, venvDir, venvPython, type PythonEnvInfo } from '../engine/venv.ts';
 import type { PythonEnvParams } from '../schemas/generated/python-env.ts';
 import { exec as run } from '../lib/submission/exec.ts';
+import type { PythonVersions } from '../schemas/generated/python-versions.ts';
 
 const DEFAULT_REQUIREMENTS = 'python/requirements.txt';
 /** The interpreter that creates the venv. */
@@ -74,7 +77,7 @@ const VERSIONS_SCRIPT = [
 export const stage = defineStage<PythonEnvParams>({
   name: 'python-env',
   summary: "Build the Python workers' virtual environment from a pinned requirements file",
-  code: ['stages/python-env.ts', 'engine/venv.ts'],
+  code: ['stages/python-env.ts', 'engine/venv.ts', 'lib/worker-results.ts', 'schemas/workers/python-versions.schema.json'],
   schema: 'schemas/stages/python-env.schema.json',
   inputs: (p) => [requirementsPath(p)],
   tools: ['node'],
@@ -104,7 +107,9 @@ export const stage = defineStage<PythonEnvParams>({
     if (!pip.ok) return pip;
     const versions = await exec(ctx, venvPython(dir), ['-c', VERSIONS_SCRIPT]);
     if (!versions.ok) return versions;
-    const found = JSON.parse(versions.value.at(-1) ?? '{}') as Omit<PythonEnvInfo, 'schema' | 'key' | 'requirements'>;
+    const probed = checkPythonJson<PythonVersions>('python-env version probe', 'workers/python-versions.schema.json', versions.value.at(-1));
+    if (!probed.ok) return stageFailed(ctx.stage, probed.error);
+    const found = probed.value;
     const info: PythonEnvInfo = { schema: 1, key: ctx.key, python: found.python, torch: found.torch, transformers: found.transformers, requirements: sha256(readFileSync(requirements)) };
     // Last: the marker that says this venv is built for this key.
     writeFileAtomicSync(join(dir, ENV_INFO_FILE), prettyJson(info));

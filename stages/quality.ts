@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import type { QualityParams } from '../schemas/generated/quality.ts';
-import { failureEvent } from './fetch-model.ts';
+import { stageFailed } from '../lib/failures.ts';
+import { runWorkerCommand } from '../lib/worker-results.ts';
 
 /**
  * quality: how far the packed model is from full precision, measured on held-out text.
@@ -19,7 +20,8 @@ export const stage = defineStage<QualityParams>({
   summary: 'Measure held-out perplexity and agreement from the packed shards',
   code: [
     'stages/quality.ts',
-    'stages/fetch-model.ts',
+    'lib/worker-results.ts',
+    'schemas/workers/quality-result.schema.json',
     'python/ternforge/__main__.py',
     'python/ternforge/events.py',
     'python/ternforge/quality.py',
@@ -38,21 +40,18 @@ export const stage = defineStage<QualityParams>({
     } catch {
       return err({ reason: 'missing-input', stage: ctx.stage, path: manifest });
     }
-    const result = await ctx.worker('quality', {
+    const result = await runWorkerCommand(ctx, 'quality', {
       ...ctx.params,
       pack_dir: packed,
       model_dir: join(ctx.upstream('fetch-model'), 'model'),
       calib_dir: ctx.upstream('fetch-calib'),
       out: ctx.out,
     });
-    if (!result.ok) return result;
-    const failure = failureEvent(result.value);
-    if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });
-    const final = result.value.find((e) => e.event === 'result');
-    const pick = (k: string): unknown => final?.[k];
-    ctx.log(`quality: ppl ${String(pick('ppl'))} vs ${String(pick('ppl_reference'))} (ratio ${String(pick('ppl_ratio'))}), top-1 agreement ${String(pick('top1_agreement'))}`);
+    if (!result.ok) return stageFailed(ctx.stage, result.error);
+    const r = result.value;
+    ctx.log(`quality: ppl ${r.ppl} vs ${r.ppl_reference} (ratio ${r.ppl_ratio}), top-1 agreement ${r.top1_agreement}`);
     return ok({
-      summary: { ppl: pick('ppl'), ppl_reference: pick('ppl_reference'), ppl_ratio: pick('ppl_ratio'), top1_agreement: pick('top1_agreement'), kl: pick('kl') },
+      summary: { ppl: r.ppl, ppl_reference: r.ppl_reference, ppl_ratio: r.ppl_ratio, top1_agreement: r.top1_agreement, kl: r.kl },
     });
   },
 });

@@ -1,8 +1,9 @@
 import { join } from 'node:path';
-import { err, ok } from '../engine/result.ts';
+import { ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import type { QuantizeParams } from '../schemas/generated/quantize.ts';
-import { failureEvent } from './fetch-model.ts';
+import { stageFailed } from '../lib/failures.ts';
+import { runWorkerCommand } from '../lib/worker-results.ts';
 
 /**
  * quantize: the fetched checkpoint to the quantize -> pack interchange (DESIGN.md section 2):
@@ -11,7 +12,7 @@ import { failureEvent } from './fetch-model.ts';
  * `none`, `twn`, `gptq`, `gptq+kd`) behind one protocol, one float-budget plan and one streaming writer;
  * the calibrated ones (`twn`'s float budget, `gptq`, `gptq+kd`) read fetch-calib's calibration tokens.
  */
-/** What the evidence record holds for every method. */
+/** What the evidence record holds for every method (schemas/workers/quantize-result.schema.json requires each). */
 export const FIGURES = ['files', 'totals', 'ternary_fraction_incl_embedding', 'ternary_fraction'] as const;
 
 export const stage = defineStage<QuantizeParams>({
@@ -19,7 +20,8 @@ export const stage = defineStage<QuantizeParams>({
   summary: 'Quantize the checkpoint to ternary codes and scales (interchange format)',
   code: [
     'stages/quantize.ts',
-    'stages/fetch-model.ts',
+    'lib/worker-results.ts',
+    'schemas/workers/quantize-result.schema.json',
     'python/ternforge/__main__.py',
     'python/ternforge/events.py',
     'python/ternforge/quant',
@@ -32,7 +34,7 @@ export const stage = defineStage<QuantizeParams>({
   tools: ['python', 'torch'],
   async run(ctx) {
     const fetched = ctx.upstream('fetch-model');
-    const result = await ctx.worker('quantize', {
+    const result = await runWorkerCommand(ctx, 'quantize', {
       ...ctx.params,
       model_dir: join(fetched, 'model'),
       source_json: join(fetched, 'source.json'),
@@ -42,24 +44,16 @@ export const stage = defineStage<QuantizeParams>({
       work_dir: join(ctx.workdir, '.ternforge', ctx.profile, 'quantize-work', ctx.key.slice(0, 16)),
       out_dir: ctx.out,
     });
-    if (!result.ok) return result;
-    const failure = failureEvent(result.value);
-    if (failure) return err({ reason: 'stage-failed', stage: ctx.stage, detail: failure.detail, facts: failure.facts });
-    const final = result.value.find((e) => e.event === 'result');
-    // Every method's result carries the same figures (python/ternforge/quant/run.py result_of); a result
-    // without them is a worker bug, not a build to record.
-    const missing = FIGURES.filter((k) => final?.[k] === undefined);
-    if (missing.length > 0) {
-      return err({ reason: 'stage-failed', stage: ctx.stage, detail: `the quantize worker's result lacks ${missing.join(', ')}`, facts: { missing } });
-    }
+    if (!result.ok) return stageFailed(ctx.stage, result.error);
+    const r = result.value;
     return ok({
       summary: {
         method: ctx.params.method,
         group_size: ctx.params.group_size,
-        files: final?.['files'],
-        totals: final?.['totals'],
-        ternary_fraction_incl_embedding: final?.['ternary_fraction_incl_embedding'],
-        ternary_fraction: final?.['ternary_fraction'],
+        files: r.files,
+        totals: r.totals,
+        ternary_fraction_incl_embedding: r.ternary_fraction_incl_embedding,
+        ternary_fraction: r.ternary_fraction,
       },
     });
   },

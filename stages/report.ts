@@ -11,6 +11,7 @@
  */
 import { ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
+import { stageFailed } from '../lib/failures.ts';
 import { buildReport } from '../lib/report/build.ts';
 import type { ReportParams } from '../schemas/generated/report.ts';
 
@@ -33,7 +34,7 @@ export const stage = defineStage<ReportParams>({
       upstream: (s) => ctx.upstream(s),
       log: (l) => ctx.log(l),
     });
-    if (!built.ok) return built;
+    if (!built.ok) return stageFailed(ctx.stage, built.error);
     const s = built.value;
     ctx.log(`submission: ${s.files} files (${s.linked} hard-linked, ${s.copied} copied); ${s.records.length} records; ${s.citations} citations; provenance ${s.provenance ? 'pass' : 'FAIL'}`);
     return ok({ summary: { ...s } });

@@ -17,6 +17,7 @@ import { withPlaceholders } from '../engine/host-paths.ts';
 import { SchemaSet } from '../engine/json-io.ts';
 import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
+import { stageFailed } from '../lib/failures.ts';
 import { prepareScratch, scratchBase } from '../lib/smoke/scratch.ts';
 import { runSmoke, venvBaseDir } from '../lib/smoke/smoke.ts';
 import type { SmokeServeParams } from '../schemas/generated/smoke-serve.ts';
@@ -49,7 +50,7 @@ export const stage = defineStage<SmokeServeParams>({
         log: (l) => ctx.log(l),
       });
       if (ctx.signal.aborted) return err({ reason: 'interrupted', stage: ctx.stage });
-      if (!r.ok) return err({ reason: 'stage-failed', stage: ctx.stage, detail: `the smoke test could not run: ${r.error}` });
+      if (!r.ok) return stageFailed(ctx.stage, { reason: 'smoke-not-run', detail: r.error });
       const report = r.value;
       const errors = new SchemaSet(join(ctx.root, 'schemas')).validate('smoke-report.schema.json', report);
       if (errors.length > 0) throw new Error(`smoke.json fails its own schema: ${errors.join('; ')}`);
@@ -76,11 +77,11 @@ export const stage = defineStage<SmokeServeParams>({
       };
       if (!report.passed) {
         const failed = report.gates.filter((g) => g.status === 'failed');
-        return err({
-          reason: 'stage-failed',
-          stage: ctx.stage,
-          detail: failed.map((g) => `gate ${g.gate} (${g.name}) failed: ${g.detail ?? ''}`).join('; '),
-          facts: { failed_gates: report.failed_gates, ...summary, serve_log_tail: report.server.log_tail.split('\n').slice(-15).join('\n') },
+        return stageFailed(ctx.stage, {
+          reason: 'smoke-gates-failed',
+          gates: failed.map((g) => ({ gate: g.gate, name: g.name, detail: g.detail ?? '' })),
+          figures: { failed_gates: report.failed_gates, ...summary },
+          serveLogTail: report.server.log_tail.split('\n').slice(-15).join('\n'),
         });
       }
       return ok({ summary });

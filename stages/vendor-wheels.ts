@@ -16,14 +16,14 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { prettyJson, sha256 } from '../engine/digest.ts';
-import type { Failure } from '../engine/failure.ts';
-import { err, ok, unreachable } from '../engine/result.ts';
+import { ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
+import { stageFailed } from '../lib/failures.ts';
 import { cudaOf, type CudaRecord } from '../lib/submission/cuda.ts';
 import { exec } from '../lib/submission/exec.ts';
 import { LOCK_WITH_HASHES, WHEELS_LOCK, WHEELS_RECORD } from '../lib/submission/layout.ts';
 import { pythonMinor, proveOfflineInstall } from '../lib/submission/wheel-proof.ts';
-import { abiTag, applyOverrides, ensureCached, lockText, resolveLock, vendorInto, wheelCacheDir, type WheelsFailure, type WheelTarget } from '../lib/submission/wheels.ts';
+import { abiTag, applyOverrides, ensureCached, lockText, resolveLock, vendorInto, wheelCacheDir, type WheelTarget } from '../lib/submission/wheels.ts';
 import type { VendorWheelsParams } from '../schemas/generated/vendor-wheels.ts';
 import type { WheelsRecord } from '../schemas/generated/wheels-record.ts';
 
@@ -31,23 +31,6 @@ const DEFAULT_REQUIREMENTS = 'python/requirements-serve.txt';
 
 function requirementsPath(p: VendorWheelsParams): string {
   return p.requirements ?? DEFAULT_REQUIREMENTS;
-}
-
-/** A WheelsFailure as the stage's Failure, naming the requirement or file. */
-function toFailure(stage: string, f: WheelsFailure, target: WheelTarget): Failure {
-  const where = `CPython ${target.pythonVersion} on ${target.platform}`;
-  switch (f.kind) {
-    case 'unresolvable':
-      return { reason: 'stage-failed', stage, detail: `the serving requirements do not resolve for ${where}${f.requirements.length > 0 ? `: no wheel for ${f.requirements.join(', ')}` : ''}`, facts: { blamed: f.requirements, resolver: f.detail } };
-    case 'wheel-unavailable':
-      return { reason: 'stage-failed', stage, detail: `wheel not found for ${where}: ${f.requirements.join(', ')}`, facts: { missing: f.requirements, pip: f.detail } };
-    case 'hash-mismatch':
-      return { reason: 'stage-failed', stage, detail: `${f.filename}: sha256 ${f.actual} is not one the index lists`, facts: { expected: f.expected } };
-    case 'tool-failed':
-      return { reason: 'stage-failed', stage, detail: `could not run ${f.command}: ${f.detail}` };
-    default:
-      return unreachable(f);
-  }
 }
 
 /** uv beside the workers' Python (pinned in python/requirements.txt), else on PATH. */
@@ -83,7 +66,7 @@ export const stage = defineStage<VendorWheelsParams>({
     ctx.log(`resolving ${lines.length} requirement(s) for CPython ${target.pythonVersion} ${target.platform} with uv ${uvVersion}`);
     const t0 = performance.now();
     const resolved = await resolveLock({ uv, input: requirementsIn, target, findLinks, ...index, ...sig });
-    if (!resolved.ok) return err(toFailure(ctx.stage, resolved.error, target));
+    if (!resolved.ok) return stageFailed(ctx.stage, resolved.error);
     const pins = resolved.value;
     const tResolve = performance.now() - t0;
     ctx.log(`resolved ${pins.length} distributions in ${(tResolve / 1000).toFixed(1)} s`);
@@ -91,25 +74,24 @@ export const stage = defineStage<VendorWheelsParams>({
     try {
       cuda = cudaOf(pins);
     } catch (e) {
-      return err({ reason: 'stage-failed', stage: ctx.stage, detail: (e as Error).message });
+      return stageFailed(ctx.stage, { reason: 'cuda-unknown', detail: (e as Error).message });
     }
     if (p.cuda_major !== undefined && cuda?.major !== p.cuda_major) {
       const torch = pins.find((x) => x.name === 'torch');
-      const got = cuda === null ? 'no CUDA runtime (a CPU stack)' : `CUDA ${cuda.runtime} (${cuda.runtime_package}), which needs a driver >= ${cuda.min_driver}`;
-      return err({ reason: 'stage-failed', stage: ctx.stage, detail: `the profile wants CUDA ${p.cuda_major}, but the resolved set (torch ${torch?.version ?? 'absent'}) carries ${got}`, facts: { cuda_major: p.cuda_major, cuda } });
+      return stageFailed(ctx.stage, { reason: 'cuda-mismatch', wanted: p.cuda_major, torch: torch?.version ?? null, cuda });
     }
     ctx.log(cuda === null ? 'no CUDA runtime in the set (CPU stack)' : `CUDA runtime ${cuda.runtime} (${cuda.runtime_package}, torch ${cuda.torch ?? 'absent'}): driver >= ${cuda.min_driver}`);
 
     const cacheDir = wheelCacheDir();
     const cached = await ensureCached({ python: ctx.python, cacheDir, pins, target, findLinks, ...index, ...sig, log: (l) => ctx.log(l) });
-    if (!cached.ok) return err(toFailure(ctx.stage, cached.error, target));
+    if (!cached.ok) return stageFailed(ctx.stage, cached.error);
     // Named by its variable when set there: the evidence holds no path of this machine (~ is scrubbed).
     const cacheName = process.env.TERNFORGE_WHEEL_CACHE ? '$TERNFORGE_WHEEL_CACHE' : cacheDir;
     ctx.log(`cache ${cacheName}: ${cached.value.hits} hit(s), ${cached.value.downloaded} downloaded`);
 
     const wheelsDir = join(ctx.out, 'wheels');
     const vendored = await vendorInto(wheelsDir, pins, cached.value.files);
-    if (!vendored.ok) return err(toFailure(ctx.stage, vendored.error, target));
+    if (!vendored.ok) return stageFailed(ctx.stage, vendored.error);
     const { wheels } = vendored.value;
     const lockPath = join(ctx.out, WHEELS_LOCK);
     const lock = lockText(wheels, [
@@ -133,7 +115,7 @@ export const stage = defineStage<VendorWheelsParams>({
     if (!proof.passed) {
       const failed = proof.checks.filter((c) => c.status === 'failed');
       const missing = [...new Set(failed.flatMap((c) => c.missing ?? []))];
-      return err({ reason: 'stage-failed', stage: ctx.stage, detail: `an offline install from wheels/ does not resolve${missing.length > 0 ? `: missing ${missing.join(', ')}` : ''} (${failed.map((c) => c.check).join(', ')} check failed)`, facts: Object.fromEntries(failed.map((c) => [c.check, c.detail ?? ''])) });
+      return stageFailed(ctx.stage, { reason: 'offline-install-unproven', missing, checks: Object.fromEntries(failed.map((c) => [c.check, c.detail ?? ''])) });
     }
 
     const record: WheelsRecord = {

@@ -2,6 +2,7 @@
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { stage as pythonEnv } from '../stages/python-env.ts';
 import { actions, Rig } from './fixtures/engine/rig.ts';
 
 let rig: Rig;
@@ -10,7 +11,8 @@ beforeAll(() => {
   rig = new Rig('venv');
   venv = join(rig.base, 'venv');
   rig.env.TERNFORGE_VENV = venv;
-  for (const f of ['stages/python-env.ts', 'engine/venv.ts']) {
+  // Every file the stage declares as its code (they enter its key; the engine refuses a missing one).
+  for (const f of pythonEnv.code) {
     mkdirSync(join(rig.root, f, '..'), { recursive: true });
     cpSync(join(import.meta.dirname, '..', f), join(rig.root, f));
   }

@@ -62,7 +62,7 @@ beforeAll(async () => {
   base = mkdtempSync(join(tmpdir(), 'ternforge-hub-lock-'));
   root = join(base, 'root');
   mkdirSync(join(root, 'profiles'), { recursive: true });
-  for (const d of ['stages', 'python', 'schemas']) symlinkSync(join(REPO, d), join(root, d));
+  for (const d of ['stages', 'lib', 'python', 'schemas']) symlinkSync(join(REPO, d), join(root, d));
   const tiny = JSON.parse(readFileSync(join(REPO, 'profiles', 'tiny.json'), 'utf8')) as { name: string; description: string; stages: Record<string, unknown> };
   tiny.name = 'hubtest';
   tiny.description = 'fetch-model from a local hub';

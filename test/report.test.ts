@@ -11,15 +11,18 @@
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { sha256 } from '../engine/digest.ts';
 import { formatFailure } from '../engine/format-failure.ts';
+import { asEngineFailure, formatStageFailure } from '../lib/failures.ts';
 import { buildGraph } from '../engine/graph.ts';
 import { engineSchemaSet, SchemaSet } from '../engine/json-io.ts';
 import { listFiles as listTree } from '../engine/files.ts';
 import { buildReport, graphFromRecords } from '../lib/report/build.ts';
-import type { Guide } from '../lib/report/guide.ts';
+import type { DataManifest } from '../schemas/generated/data-manifest.ts';
+import type { EvidenceGuide as Guide } from '../schemas/generated/evidence-guide.ts';
+import { EVIDENCE_FILES, readEvidenceFiles } from '../lib/report/evidence-files.ts';
 import { EVIDENCE_PATHS } from '../lib/report/layout.ts';
 import { gatherRecords } from '../lib/report/records.ts';
 import { pipeline } from '../pipeline.ts';
@@ -134,14 +137,17 @@ describe('report on tiny', () => {
     scratch.push(wd);
     const g = buildGraph(pipeline);
     if (!g.ok) throw new Error('pipeline');
+    const realManifest = JSON.parse(readFileSync(join(place('fetch-calib'), 'outputs', 'data_manifest.json'), 'utf8')) as DataManifest;
+    const template = realManifest.sources[0]!;
     for (const s of g.value.order.filter((x) => x !== 'report')) {
       mkdirSync(join(wd, '.ternforge', 'tiny', s), { recursive: true });
       const rec = JSON.parse(readFileSync(join(place(s), 'evidence.json'), 'utf8')) as EvidenceRecord;
       if (s === 'fetch-calib') {
-        const doctored = { format: 'ternforge-data/1', sources: [
-          { name: 'openr1', dataset: 'open-r1/OpenR1-Math-220k', config: 'default', split: 'train', role: 'calibration' },
-          { name: 'gpqa-diamond', dataset: 'Idavidrein/gpqa', config: 'gpqa_diamond', split: 'train', role: 'calibration' },
-          { name: 'mmlu-pro-val', dataset: 'TIGER-Lab/MMLU-Pro', split: 'validation', role: 'selection' },
+        // This build's own manifest (it passes schemas/data-manifest.schema.json), its sources swapped.
+        const doctored = { ...realManifest, sources: [
+          { ...template, name: 'openr1', dataset: 'open-r1/OpenR1-Math-220k', config: 'default', split: 'train', role: 'calibration' },
+          { ...template, name: 'gpqa-diamond', dataset: 'Idavidrein/gpqa', config: 'gpqa_diamond', split: 'train', role: 'calibration' },
+          { ...template, name: 'mmlu-pro-val', dataset: 'TIGER-Lab/MMLU-Pro', config: null, split: 'validation', role: 'selection' },
         ] };
         const dir = join(wd, 'store', 'fetch-calib', rec.outputDigest);
         mkdirSync(dir, { recursive: true });
@@ -161,20 +167,56 @@ describe('report on tiny', () => {
     expect(r.ok).toBe(false);
     if (r.ok) return;
     expect(r.error.reason).toBe('provenance-violation');
-    const text = formatFailure(r.error);
+    const text = formatFailure(asEngineFailure('report', r.error));
     expect(text.split('\n')).toEqual([
-      `stage report: provenance proof failed (${join(wd, '.ternforge', 'tiny', 'fetch-calib', 'outputs', 'data_manifest.json')}): benchmark or held-out data could reach quantize or a choice of defaults`,
+      `stage report failed: provenance proof failed (${join(wd, '.ternforge', 'tiny', 'fetch-calib', 'outputs', 'data_manifest.json')}): benchmark or held-out data could reach quantize or a choice of defaults`,
       '  gpqa-diamond [benchmark-not-evaluation]: gpqa-diamond (Idavidrein/gpqa/gpqa_diamond, split train) is GPQA benchmark data but has role "calibration"; benchmark data may only have the role "evaluation"',
       '  mmlu-pro-val [benchmark-not-evaluation]: mmlu-pro-val (TIGER-Lab/MMLU-Pro, split validation) is MMLU-Pro benchmark data but has role "selection"; benchmark data may only have the role "evaluation"',
     ]);
     // The same build with only the clean source passes, and its guide lists the source.
-    const clean = { format: 'ternforge-data/1', sources: [{ name: 'openr1', dataset: 'open-r1/OpenR1-Math-220k', config: 'default', split: 'train', role: 'calibration' }] };
+    const clean = { ...realManifest, sources: [{ ...template, name: 'openr1', dataset: 'open-r1/OpenR1-Math-220k', config: 'default', split: 'train', role: 'calibration' }] };
     writeFileSync(join(wd, '.ternforge', 'tiny', 'fetch-calib', 'outputs', 'data_manifest.json'), JSON.stringify(clean, null, 2));
     const dest2 = join(wd, 'out2');
     mkdirSync(dest2);
     const r2 = await buildReport({ profile: 'tiny', workdir: wd, root, out: dest2, direct: REPORT_NEEDS, upstream: (s) => join(wd, '.ternforge', 'tiny', s, 'outputs'), log: () => {} });
-    expect(r2.ok ? 'ok' : formatFailure(r2.error)).toBe('ok');
+    expect(r2.ok ? 'ok' : formatStageFailure(r2.error)).toBe('ok');
     expect(readFileSync(join(dest2, EVIDENCE_PATHS.guide), 'utf8')).toContain('calibration sources (fit the weights in quantize): openr1');
+    // The same manifest off its schema (a role no rule knows) is refused before the proof reads it, naming the field.
+    const manifestPath = join(wd, '.ternforge', 'tiny', 'fetch-calib', 'outputs', 'data_manifest.json');
+    writeFileSync(manifestPath, JSON.stringify({ ...clean, sources: [{ ...clean.sources[0], role: 'training' }] }, null, 2));
+    const dest3 = join(wd, 'out3');
+    mkdirSync(dest3);
+    const r3 = await buildReport({ profile: 'tiny', workdir: wd, root, out: dest3, direct: REPORT_NEEDS, upstream: (s) => join(wd, '.ternforge', 'tiny', s, 'outputs'), log: () => {} });
+    expect(r3.ok ? 'ok' : formatStageFailure(r3.error)).toBe(`fetch-calib's data manifest fails schemas/data-manifest.schema.json\n  ${manifestPath}: /sources/0/role must be equal to one of the allowed values`);
+  });
+
+  test('an evidence file the guide reads that is off its schema, or not JSON, fails the report, naming the file and the field', () => {
+    const sub = mkdtempSync(join(tmpdir(), 'ternforge-report-evidence-'));
+    scratch.push(sub);
+    for (const { path } of Object.values(EVIDENCE_FILES)) {
+      mkdirSync(dirname(join(sub, path)), { recursive: true });
+      copyFileSync(join(out, path), join(sub, path));
+    }
+    // This build's own files pass.
+    expect(readEvidenceFiles(sub).ok).toBe(true);
+    const audit = JSON.parse(readFileSync(join(sub, 'evidence/audit.json'), 'utf8')) as { gates: Record<string, { value?: unknown }>; violations: unknown[] };
+    audit.gates['ternary-fraction']!.value = String(audit.gates['ternary-fraction']!.value);
+    audit.violations.push({ gate: 'weight-audit', reason: 'looks-odd' });
+    writeFileSync(join(sub, 'evidence/audit.json'), JSON.stringify(audit));
+    writeFileSync(join(sub, EVIDENCE_PATHS.quality), '{"format": "ternforge-quality/1", "metrics": ');
+    const r = readEvidenceFiles(sub);
+    expect(r).toEqual({
+      ok: false,
+      error: {
+        reason: 'evidence-unverifiable',
+        detail: 'evidence files the guide reads fail their schemas',
+        items: [
+          'evidence/audit.json (schemas/audit-report.schema.json): /gates/ternary-fraction/value must be number',
+          `evidence/audit.json (schemas/audit-report.schema.json): /violations/${audit.violations.length - 1}/reason must be equal to one of the allowed values`,
+          expect.stringMatching(/^evidence\/quality\.json \(schemas\/quality-report\.schema\.json\): not JSON: /),
+        ],
+      },
+    });
   });
 
   test('report.html is self-contained and renders in headless Chromium with no console message', () => {

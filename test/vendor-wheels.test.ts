@@ -115,8 +115,8 @@ describe('vendor-wheels on tiny', () => {
     const r = await resolveLock({ uv, input, target, findLinks: [] });
     expect(r.ok).toBe(false);
     if (!r.ok) {
-      expect(r.error.kind).toBe('unresolvable');
-      expect(r.error.kind === 'unresolvable' && r.error.requirements).toEqual(['uvicorn==0.0.999']);
+      expect(r.error.reason).toBe('requirements-unresolvable');
+      expect(r.error.reason === 'requirements-unresolvable' && r.error.requirements).toEqual(['uvicorn==0.0.999']);
     }
   });
 });
@@ -162,8 +162,8 @@ describe('the qwen3.5-4b wheel set (resolution only)', () => {
     const r = await resolveLock({ uv, input: join(root, params.requirements!), target: { ...cudaTarget, platform: 'x86_64-manylinux_2_28' }, findLinks: [] });
     expect(r.ok).toBe(false);
     if (!r.ok) {
-      expect(r.error.kind).toBe('unresolvable');
-      expect(r.error.kind === 'unresolvable' && r.error.detail).toMatch(/vllm/);
+      expect(r.error.reason).toBe('requirements-unresolvable');
+      expect(r.error.reason === 'requirements-unresolvable' && r.error.detail).toMatch(/vllm/);
     }
   }, 120_000);
 });

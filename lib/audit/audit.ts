@@ -15,15 +15,17 @@
  */
 import { readFile, readdir, realpath } from 'node:fs/promises';
 import { isAbsolute, join, posix, sep } from 'node:path';
-import { Ajv } from 'ajv';
+import { engineSchemaSet } from '../../engine/json-io.ts';
+import type { AuditReport, GateName, ShardRow, TensorRow, Violation, ViolationReason } from '../../schemas/generated/audit-report.ts';
 import type { ManifestTensor, QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { openSafetensors, type SafetensorsFile } from '../safetensors/reader.ts';
 import { contract } from '../contract.ts';
-import { computeGates, gateThresholds, type CountedTensor, type GateFigures } from './gates.ts';
+import { computeGates, gateThresholds, type CountedTensor } from './gates.ts';
 import { ShardScanner, type CodeRange } from './scan.ts';
 import { isEmbeddingOrHead, isExemptName, textModelFilter, type SourceDescription } from './source.ts';
 
-
+/** The manifest's schema, relative to schemas/ (the one schema set, engine/json-io.ts). */
+export const MANIFEST_SCHEMA = 'manifest.schema.json';
 /**
  * The largest scale accepted (schemas/contract.json packing.scale_max: 65504, the largest finite float16). A
  * dequantized weight is +-scale, and a source weight beyond float16's range is not one a bf16 text model
@@ -32,61 +34,10 @@ import { isEmbeddingOrHead, isExemptName, textModelFilter, type SourceDescriptio
 export function scaleMax(): number {
   return contract().packing.scale_max;
 }
-export type GateName = 'ternary-fraction' | 'stored-parameters' | 'weight-audit';
 export const GATES: readonly GateName[] = ['ternary-fraction', 'stored-parameters', 'weight-audit'];
 
-/** One finding; each names the gate it violates. */
-export interface Violation {
-  gate: GateName;
-  reason: string;
-  tensor?: string;
-  shard?: string;
-  expected?: string | number;
-  actual?: string | number;
-  detail?: string;
-}
-
-export interface TensorRow {
-  name: string;
-  encoding: string;
-  shape: number[];
-  /** In the gates' audited set. */
-  audited: boolean;
-  in_source: boolean;
-  original: number;
-  codes: number;
-  scales: number;
-  floats: number;
-}
-
-export interface ShardRow {
-  file: string;
-  size: number;
-  sha256: string | null;
-  size_ok: boolean;
-  sha256_ok: boolean;
-  code_bytes_scanned: number;
-}
-
-/** The audit's figures, written as `audit.json` / evidence. */
-export interface AuditReport {
-  format: 'ternforge-audit/1';
-  pass: boolean;
-  failed_gates: GateName[];
-  thresholds: { ternary_fraction_min: number; stored_ratio_max: number };
-  /** `checked` against the source's own tensor list, or `skipped` (no source given). */
-  source_coverage: 'checked' | 'skipped';
-  source: string | null;
-  gates: {
-    'ternary-fraction': { pass: boolean; value: number; threshold: number; margin: number };
-    'stored-parameters': { pass: boolean; stored: number; original: number; ratio: number; threshold: number; margin: number };
-    'weight-audit': { pass: boolean; violations: number };
-  };
-  counts: GateFigures & { manifest_tensors: number; exempt_tensors: number; excluded: string[]; source_text_tensors: number | null };
-  shards: ShardRow[];
-  violations: Violation[];
-  tensors: TensorRow[];
-}
+/** audit.json's shape: schemas/audit-report.schema.json and its generated types (Violation.reason is the ViolationReason union). */
+export type { AuditReport, GateName, ShardRow, TensorRow, Violation, ViolationReason };
 
 export interface AuditOptions {
   /** The source checkpoint's own tensor list; null skips the coverage check (the gates then use the manifest's list). */
@@ -127,10 +78,9 @@ async function readManifest(path: string, v: (x: Violation) => void): Promise<Qu
     v({ gate: 'weight-audit', reason: 'manifest-unreadable', detail: `${path}: ${(e as Error).message}` });
     return null;
   }
-  const schema = JSON.parse(await readFile(join(import.meta.dirname, '../../schemas/manifest.schema.json'), 'utf8')) as object;
-  const validate = new Ajv({ allErrors: true }).compile<QuantizationManifest>(schema);
-  if (!validate(json)) {
-    for (const e of validate.errors ?? []) v({ gate: 'weight-audit', reason: 'manifest-invalid', detail: `${e.instancePath || '/'} ${e.message ?? ''}`.trim() });
+  const errors = engineSchemaSet().validate(MANIFEST_SCHEMA, json);
+  if (errors.length > 0) {
+    for (const e of errors) v({ gate: 'weight-audit', reason: 'manifest-invalid', detail: e });
     // Name a shard path outside weights/ for what it is, beside the schema's pattern message.
     const shards = (json as { shards?: unknown }).shards;
     for (const s of Array.isArray(shards) ? shards : []) {
@@ -140,7 +90,7 @@ async function readManifest(path: string, v: (x: Violation) => void): Promise<Qu
     }
     return null;
   }
-  return json;
+  return json as QuantizationManifest;
 }
 
 /** Shard files: listed once, present, strict headers, size and sha256 recomputed, code bytes scanned. */
@@ -352,7 +302,7 @@ async function checkValues(manifest: QuantizationManifest, open: Map<string, Saf
       if (t.encoding === 'packed_2bit' && info.dtype === 'F32') {
         const b = chunk.byteOffset % 4 === 0 ? chunk : Buffer.from(chunk);
         const s = new Float32Array(b.buffer, b.byteOffset, b.byteLength >>> 2);
-        let bad: [string, number, number] | null = null;
+        let bad: [ViolationReason, number, number] | null = null;
         for (let i = 0; i < s.length; i++) {
           const x = s[i]!;
           if (x > 0 && x <= SCALE_MAX) continue;

@@ -8,8 +8,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { err, ok, type Result } from '../../engine/result.ts';
 import { contract, isEmbeddingOrHead, isExemptName } from '../contract.ts';
+import type { SourceFailure } from '../failures.ts';
 import { openCheckpoint } from '../safetensors/checkpoint.ts';
-import type { SafetensorsErrorFacts } from '../safetensors/errors.ts';
 
 export interface SourceTensor {
   name: string;
@@ -44,9 +44,6 @@ export function auditedSourceTensors(source: SourceDescription): SourceTensor[] 
   return source.tensors.filter((t) => isText(t.name) && !isEmbeddingOrHead(t.name));
 }
 
-export type SourceFailure =
-  | { reason: 'invalid-source-checkpoint'; dir: string; error: SafetensorsErrorFacts }
-  | { reason: 'invalid-source-config'; path: string; detail: string };
 
 /** Reads a checkpoint directory's tensor list (headers only) and config.json. */
 export async function loadSourceCheckpoint(dir: string): Promise<Result<SourceDescription, SourceFailure>> {

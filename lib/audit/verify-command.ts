@@ -6,6 +6,7 @@
  */
 import { join } from 'node:path';
 import { auditSubmission, describeFailures } from './audit.ts';
+import { formatStageFailure } from '../failures.ts';
 import { loadArchitectureSource, loadSourceCheckpoint, type SourceDescription } from './source.ts';
 
 export const verifyCommand = {
@@ -35,14 +36,14 @@ export const verifyCommand = {
     if (sourceDir !== undefined) {
       const s = await loadSourceCheckpoint(sourceDir);
       if (!s.ok) {
-        process.stderr.write(`verify: ${s.error.reason}: ${JSON.stringify(s.error)}\n`);
+        process.stderr.write(`verify: ${formatStageFailure(s.error)}\n`);
         return 2;
       }
       source = s.value;
     } else {
       const s = await loadArchitectureSource(join(dir, 'architecture.json'));
       if (!s.ok) {
-        process.stderr.write(`verify: ${s.error.reason}: ${JSON.stringify(s.error)}\n`);
+        process.stderr.write(`verify: ${formatStageFailure(s.error)}\n`);
         return 2;
       }
       source = s.value;

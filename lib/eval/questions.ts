@@ -8,6 +8,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { ENGINE_SCHEMA_DIR, SchemaSet } from '../../engine/json-io.ts';
 import type { Failure } from '../../engine/failure.ts';
+import type { EvalFailure } from '../failures.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { QuestionSet } from '../../schemas/generated/eval-question.ts';
 import { OPTION_LETTERS } from './choice.ts';
@@ -26,7 +27,7 @@ export interface LoadedSet {
 let schemas: SchemaSet | undefined;
 
 /** Read and check one question set file. */
-export async function loadQuestionSet(path: string, root?: string): Promise<Result<LoadedSet, Failure>> {
+export async function loadQuestionSet(path: string, root?: string): Promise<Result<LoadedSet, Failure | EvalFailure>> {
   const shown = root === undefined ? path : relative(root, path);
   let bytes: Buffer;
   try {
@@ -47,7 +48,7 @@ export async function loadQuestionSet(path: string, root?: string): Promise<Resu
   const set = value as QuestionSet;
   const seen = new Set<string>();
   for (const q of set.questions) {
-    const bad = (detail: string): Result<never, Failure> => err({ reason: 'eval-question-invalid', path: shown, id: q.id, detail });
+    const bad = (detail: string): Result<never, EvalFailure> => err({ reason: 'eval-question-invalid', path: shown, id: q.id, detail });
     if (seen.has(q.id)) return bad('duplicate id');
     seen.add(q.id);
     if (q.kind === 'choice' && OPTION_LETTERS.indexOf(q.answer) >= q.options.length) {
@@ -61,7 +62,7 @@ export async function loadQuestionSet(path: string, root?: string): Promise<Resu
 }
 
 /** Load several files; the first failure stops. */
-export async function loadQuestionSets(paths: readonly string[], root?: string): Promise<Result<LoadedSet[], Failure>> {
+export async function loadQuestionSets(paths: readonly string[], root?: string): Promise<Result<LoadedSet[], Failure | EvalFailure>> {
   const out: LoadedSet[] = [];
   for (const p of paths) {
     const r = await loadQuestionSet(root === undefined ? p : join(root, p), root);

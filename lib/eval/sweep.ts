@@ -9,7 +9,7 @@
  * normalised score clamps at chance, which hides differences on weak models), then to fewer
  * truncations, then to the smaller value (cheaper).
  */
-import type { Failure } from '../../engine/failure.ts';
+import type { EvalFailure } from '../failures.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { LoadedSet } from './questions.ts';
 import { runEval, type EvalReport, type RunEvalOptions } from './run.ts';
@@ -55,7 +55,7 @@ export interface SweepRecord {
 }
 
 /** Refuse any set whose declared role is not `selection`; the first offender is reported. */
-export function checkSelectionOnly(sets: readonly LoadedSet[]): Result<void, Failure> {
+export function checkSelectionOnly(sets: readonly LoadedSet[]): Result<void, EvalFailure> {
   for (const s of sets) {
     if (!(SWEEP_ROLES as readonly string[]).includes(s.set.role)) {
       return err({ reason: 'eval-role-refused', path: s.path, set: s.set.name, role: s.set.role, allowed: [...SWEEP_ROLES] });
@@ -88,7 +88,7 @@ function compare(a: SweepPoint, b: SweepPoint): number {
 }
 
 /** Measure every value on selection sets and choose one (see the module comment for the rule). */
-export async function sweep(opts: SweepOptions): Promise<Result<SweepRecord, Failure>> {
+export async function sweep(opts: SweepOptions): Promise<Result<SweepRecord, EvalFailure>> {
   if (opts.sets.length === 0) return err({ reason: 'sweep-invalid', parameter: opts.parameter, detail: 'no question sets' });
   if (opts.values.length === 0) return err({ reason: 'sweep-invalid', parameter: opts.parameter, detail: 'no values to measure' });
   if (new Set(opts.values).size !== opts.values.length) {

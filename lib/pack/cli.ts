@@ -3,7 +3,7 @@
  * its own (used by the cross-language round-trip test). Prints the summary as JSON on stdout; on a refusal
  * prints the failure as JSON on stderr and exits 1.
  */
-import { describePackFailure } from './errors.ts';
+import { formatStageFailure } from '../failures.ts';
 import { packInterchange, type PackOptions } from './pack-interchange.ts';
 
 export async function main(argv: string[]): Promise<number> {
@@ -22,7 +22,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const result = await packInterchange(positional[0]!, positional[1]!, options);
   if (!result.ok) {
-    process.stderr.write(`${describePackFailure(result.error)}\n${JSON.stringify(result.error)}\n`);
+    process.stderr.write(`${formatStageFailure(result.error)}\n${JSON.stringify(result.error)}\n`);
     return 1;
   }
   process.stdout.write(`${JSON.stringify(result.value)}\n`);

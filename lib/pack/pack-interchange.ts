@@ -8,7 +8,7 @@
  */
 import { readFile, mkdir, rm, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Ajv } from 'ajv';
+import { engineSchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { InterchangeIndex, InterchangeTensor } from '../../schemas/generated/interchange-index.ts';
 import type { ManifestTensor, QuantizationManifest } from '../../schemas/generated/manifest.ts';
@@ -17,7 +17,7 @@ import { byteSize, isDtype } from '../safetensors/dtypes.ts';
 import { SafetensorsError } from '../safetensors/errors.ts';
 import { writeSafetensors, type WriteEntry } from '../safetensors/writer.ts';
 import { CODES_PER_BYTE, checkGroupSize, packInto } from './layout.ts';
-import type { PackFailure } from './errors.ts';
+import type { PackFailure } from '../failures.ts';
 import { contract, isExemptName as isExempt } from '../contract.ts';
 
 export const DEFAULT_SHARD_BYTES = 2 * 1024 ** 3;
@@ -84,12 +84,9 @@ export async function readInterchangeIndex(dir: string): Promise<Result<Intercha
   } catch (e) {
     return err({ reason: 'invalid-interchange-index', path, errors: [(e as Error).message] });
   }
-  const schema = JSON.parse(await readFile(join(import.meta.dirname, '../../schemas/interchange-index.schema.json'), 'utf8')) as object;
-  const validate = new Ajv({ allErrors: true }).compile<InterchangeIndex>(schema);
-  if (!validate(json)) {
-    return err({ reason: 'invalid-interchange-index', path, errors: (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}`.trim()) });
-  }
-  return ok(json);
+  const errors = engineSchemaSet().validate('interchange-index.schema.json', json);
+  if (errors.length > 0) return err({ reason: 'invalid-interchange-index', path, errors });
+  return ok(json as InterchangeIndex);
 }
 
 /** Packs the interchange in `interchangeDir` into `outDir` (weights/ and the manifest). */

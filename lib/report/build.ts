@@ -4,22 +4,27 @@
  * records do not chain, when the provenance proof fails, when a cited anchor is missing, or when a rule's
  * check is contradicted by the evidence.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { prettyJson } from '../../engine/digest.ts';
-import type { Failure } from '../../engine/failure.ts';
 import type { Graph } from '../../engine/graph.ts';
-import { SchemaSet } from '../../engine/json-io.ts';
+import { engineSchemaSet, ENGINE_SCHEMAS, readJsonFile, SchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import { linkOrCopy, listFiles as listTree } from '../../engine/files.ts';
+import type { DataManifest } from '../../schemas/generated/data-manifest.ts';
+import type { EvidenceRecord } from '../../schemas/generated/evidence-record.ts';
+import { readEvidenceFiles } from './evidence-files.ts';
 import { buildGuide } from './guide.ts';
 import { renderGuide } from './guide-md.ts';
 import { renderHtml } from './html.ts';
 import { EVIDENCE_PATHS, EXTRA_EVIDENCE } from './layout.ts';
 import { DATA_STAGE, proveProvenance } from './provenance.ts';
-import { describeRecordsFailure, gatherRecords, recordPath, type StageEvidence } from './records.ts';
+import type { RecordsFailure, ReportFailure } from '../failures.ts';
+import { gatherRecords, recordPath, type StageEvidence } from './records.ts';
 
 const STAGE = 'report';
+/** fetch-calib's data manifest, relative to schemas/. */
+const DATA_MANIFEST_SCHEMA = 'data-manifest.schema.json';
 
 export interface ReportInputs {
   profile: string;
@@ -64,8 +69,8 @@ export function graphFromRecords(evidence: readonly StageEvidence[], self: strin
   return { order, needs, defs: new Map() };
 }
 
-export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary, Failure>> {
-  const fail = (detail: string, items: string[]): Result<never, Failure> => err({ reason: 'evidence-unverifiable', stage: STAGE, detail, items });
+export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary, ReportFailure | RecordsFailure>> {
+  const fail = (detail: string, items: string[]): Result<never, ReportFailure> => err({ reason: 'evidence-unverifiable', detail, items });
 
   // 1. Records: the direct upstreams and, through their keys, everything above them.
   const closure: string[] = [];
@@ -74,15 +79,14 @@ export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary
     const s = queue.shift()!;
     if (closure.includes(s)) continue;
     closure.push(s);
-    const path = recordPath(i.workdir, i.profile, s);
-    if (existsSync(path)) {
-      const up = (JSON.parse(readFileSync(path, 'utf8')) as { keyData?: { upstream?: Record<string, string> } }).keyData?.upstream ?? {};
-      queue.push(...Object.keys(up));
-    }
+    // Read through its schema here too: an upstream named by an invalid record is not followed blindly.
+    const read = readJsonFile<EvidenceRecord>(recordPath(i.workdir, i.profile, s), engineSchemaSet(), ENGINE_SCHEMAS.evidenceRecord);
+    if (!read.ok) return err({ reason: 'evidence-record-invalid', stage: s, path: read.error.reason === 'invalid-json' ? read.error.path : recordPath(i.workdir, i.profile, s), errors: read.error.reason === 'invalid-json' ? read.error.errors : [read.error.reason] });
+    if (read.value !== null) queue.push(...Object.keys(read.value.keyData.upstream));
   }
   const outputsOf = (s: string): string => (i.direct.includes(s) ? i.upstream(s) : join(dirname(recordPath(i.workdir, i.profile, s)), 'outputs'));
   const gathered = gatherRecords({ workdir: i.workdir, profile: i.profile, stages: closure, outputsOf });
-  if (!gathered.ok) return fail('the evidence records cannot be trusted', [describeRecordsFailure(gathered.error)]);
+  if (!gathered.ok) return gathered;
   const graph = graphFromRecords(gathered.value, STAGE, i.direct);
   const evidence = graph.order.filter((s) => s !== STAGE).map((s) => gathered.value.find((e) => e.stage === s)!);
   const byStage = new Map(evidence.map((e) => [e.stage, e]));
@@ -115,22 +119,22 @@ export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary
 
   // 4. The provenance proof.
   const calib = byStage.get(DATA_STAGE);
-  let dataManifest: unknown | null = null;
+  let dataManifest: DataManifest | null = null;
   if (calib !== undefined && !calib.placeholder) {
     const path = join(calib.outputs, 'data_manifest.json');
-    if (!existsSync(path)) return fail(`${DATA_STAGE} ran but wrote no data_manifest.json`, [path]);
-    try {
-      dataManifest = JSON.parse(readFileSync(path, 'utf8'));
-    } catch (e) {
-      return fail(`${DATA_STAGE}'s data manifest is not JSON`, [`${path}: ${(e as Error).message}`]);
-    }
+    const read = readJsonFile<DataManifest>(path, engineSchemaSet(), DATA_MANIFEST_SCHEMA);
+    if (!read.ok) return fail(`${DATA_STAGE}'s data manifest fails schemas/${DATA_MANIFEST_SCHEMA}`, read.error.reason === 'invalid-json' ? read.error.errors.map((e) => `${path}: ${e}`) : [path]);
+    if (read.value === null) return fail(`${DATA_STAGE} ran but wrote no data_manifest.json`, [path]);
+    dataManifest = read.value;
   }
   const proof = proveProvenance(graph, dataManifest);
   for (const s of proof.steps) i.log(`provenance ${s.id}: ${s.passed ? 'pass' : 'FAIL'}`);
-  if (!proof.passed) return err({ reason: 'provenance-violation', stage: STAGE, manifest: calib === undefined ? '(none)' : join(calib.outputs, 'data_manifest.json'), violations: proof.violations });
+  if (!proof.passed) return err({ reason: 'provenance-violation', manifest: calib === undefined ? '(none)' : join(calib.outputs, 'data_manifest.json'), violations: proof.violations });
 
   // 5. The guide and the report.
-  const { guide, missing, failed } = buildGuide({ profile: i.profile, submission: i.out, evidence, proof });
+  const files = readEvidenceFiles(i.out);
+  if (!files.ok) return files;
+  const { guide, missing, failed } = buildGuide({ profile: i.profile, submission: i.out, evidence, proof, files: files.value });
   if (missing.length > 0) return fail('the guide cannot cite the shipped files: anchors not found', missing.map((m) => `${m.file}: "${m.anchor}": ${m.detail}`));
   if (failed.length > 0) return fail('the evidence contradicts a rule', failed);
   const schemas = new SchemaSet(join(i.root, 'schemas'));
@@ -138,7 +142,7 @@ export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary
   if (guideErrors.length > 0) throw new Error(`guide.json fails its own schema: ${guideErrors.join('; ')}`);
   writeFileSync(join(i.out, EVIDENCE_PATHS.guideJson), prettyJson(guide));
   writeFileSync(join(i.out, EVIDENCE_PATHS.guide), renderGuide(guide));
-  writeFileSync(join(i.out, EVIDENCE_PATHS.html), renderHtml({ guide, evidence, graph, submission: i.out, self: STAGE }));
+  writeFileSync(join(i.out, EVIDENCE_PATHS.html), renderHtml({ guide, evidence, graph, submission: i.out, self: STAGE, files: files.value }));
 
   const rules = Object.fromEntries(guide.rules.map((r) => [r.id, { passed: r.checks.filter((c) => c.passed === true).length, failed: r.checks.filter((c) => c.passed === false).length, not_shown: r.checks.filter((c) => c.passed === null).length }]));
   for (const r of guide.rules) i.log(`rule ${r.id}: ${r.citations.length} citation(s), checks ${r.checks.map((c) => (c.passed === true ? 'pass' : c.passed === false ? 'FAIL' : 'n/a')).join(' ')}`);

@@ -5,6 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Citation } from '../../schemas/generated/evidence-guide.ts';
 
 /** Something to cite: the first line of `file` (relative to the submission root) containing `anchor`. */
 export interface Anchor {
@@ -18,16 +19,8 @@ export interface Anchor {
   all?: boolean;
 }
 
-/** A resolved citation. */
-export interface Citation {
-  file: string;
-  /** 1-based. */
-  line: number;
-  anchor: string;
-  /** The cited line, trimmed. */
-  text: string;
-  why: string;
-}
+/** A resolved citation (schemas/evidence-guide.schema.json). */
+export type { Citation };
 
 /** An anchor that could not be found. */
 export interface MissingAnchor {

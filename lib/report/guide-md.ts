@@ -2,13 +2,13 @@
  * evidence/README.md: the guide rendered for a person. Timing-free and host-free, so two builds give the
  * same text apart from the digests of stages that measure a live process (smoke-serve, eval).
  */
-import type { Guide, GuideCheck } from './guide.ts';
+import type { Check, EvidenceGuide } from '../../schemas/generated/evidence-guide.ts';
 
-const mark = (c: GuideCheck): string => (c.passed === true ? 'PASS' : c.passed === false ? 'FAIL' : 'NOT SHOWN');
+const mark = (c: Check): string => (c.passed === true ? 'PASS' : c.passed === false ? 'FAIL' : 'NOT SHOWN');
 /** A code span that survives backticks inside the text. */
 const code = (s: string): string => (s.includes('`') ? `\`\` ${s} \`\`` : `\`${s}\``);
 
-export function renderGuide(g: Guide): string {
+export function renderGuide(g: EvidenceGuide): string {
   const out: string[] = [];
   out.push(`# Reviewer guide: ${g.profile}`);
   out.push('');

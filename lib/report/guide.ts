@@ -11,11 +11,14 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { listFiles } from '../../engine/files.ts';
-import { resolveAnchors, type Anchor, type Citation, type MissingAnchor } from './citations.ts';
+import { resolveAnchors, type Anchor, type MissingAnchor } from './citations.ts';
 import { contract, isExemptName } from '../contract.ts';
 import { EVIDENCE_PATHS } from './layout.ts';
 import type { ProvenanceProof } from './provenance.ts';
+import type { Check, EvidenceGuide, Rule } from '../../schemas/generated/evidence-guide.ts';
 import type { StageEvidence } from './records.ts';
+import type { EvidenceFiles } from './evidence-files.ts';
+import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
 
 /** The pinned checkpoint of the product profile (DESIGN.md section 1). */
 export const PINNED: Readonly<Record<string, { base_model: string; revision: string }>> = {
@@ -26,85 +29,40 @@ export const PINNED: Readonly<Record<string, { base_model: string; revision: str
 /** Patterns in shipped server code that would reach a network service. */
 export const NETWORK_CLIENT = /\b(import|from)\s+(requests|httpx|aiohttp|openai|anthropic|urllib3|http\.client|urllib\.request)\b|https?:\/\/(?!localhost|127\.0\.0\.1|0\.0\.0\.0)/;
 
-export interface GuideCheck {
-  check: string;
-  /** true: holds; false: contradicted by the evidence; null: the evidence is not there (placeholder). */
-  passed: boolean | null;
-  detail: string;
-}
-
-export interface GuideRule {
-  id: 'pinned-start' | 'text-only' | 'no-benchmark-data' | 'served-equals-audited' | 'ternary-execution' | 'no-outside-apis';
-  title: string;
-  claim: string;
-  citations: Citation[];
-  checks: GuideCheck[];
-  commands: string[];
-}
-
-export interface ChainLink {
-  stage: string;
-  key: string;
-  outputDigest: string;
-  outputMode: string;
-  placeholder: boolean;
-  upstream: Record<string, string>;
-}
-
-export interface Guide {
-  format: 'ternforge-guide/1';
-  profile: string;
-  rules: GuideRule[];
-  provenance: ProvenanceProof;
-  chain: ChainLink[];
-  /** Stages that are still placeholders: their evidence is absent, never invented. */
-  placeholders: string[];
-}
-
 export interface GuideInputs {
   profile: string;
   /** The complete submission tree (report's outputs, with evidence/ filled). */
   submission: string;
   evidence: readonly StageEvidence[];
   proof: ProvenanceProof;
+  /** The submission's JSON evidence, checked (readEvidenceFiles). */
+  files: EvidenceFiles;
 }
 
 const SERVER = 'server/ternforge_server';
-
-function readJson(path: string): unknown | null {
-  try {
-    return JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    return null;
-  }
-}
 
 function filesUnder(root: string, dir: string): string[] {
   return existsSync(join(root, dir)) ? listFiles(join(root, dir)).map((f) => `${dir}/${f}`) : [];
 }
 
-type Manifest = { base_model?: string; revision?: string; shards?: Array<{ file: string; sha256: string; size: number }>; tensors?: Record<string, { encoding: string; exempt?: boolean; codes_key?: string; scale_key?: string; data_key?: string }> };
-
 /** Build the guide, and the anchors that could not be found (the caller fails on those). */
-export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAnchor[]; failed: string[] } {
+export function buildGuide(inp: GuideInputs): { guide: EvidenceGuide; missing: MissingAnchor[]; failed: string[] } {
   const sub = inp.submission;
   const ev = new Map(inp.evidence.map((e) => [e.stage, e]));
-  const manifest = (readJson(join(sub, 'quantization_manifest.json')) ?? {}) as Manifest;
-  const source = readJson(join(sub, 'evidence', 'source.json')) as { origin?: Record<string, unknown> } | null;
-  const audit = readJson(join(sub, 'evidence', 'audit.json')) as { pass?: boolean; gates?: Record<string, { pass: boolean; value?: number; ratio?: number; violations?: number; margin?: number }>; shards?: Array<{ file: string; sha256: string; sha256_ok?: boolean }> } | null;
-  const startup = readJson(join(sub, EVIDENCE_PATHS.startupReport)) as { loaded?: Array<{ name: string }>; skipped_exempt?: string[]; shards?: Array<{ file: string; sha256: string }> } | null;
-  const smoke = readJson(join(sub, EVIDENCE_PATHS.smoke)) as { isolation?: { network_namespace?: boolean; reason?: string } } | null;
+  // Read once, each checked against its schema (lib/report/evidence-files.ts); null where absent.
+  const manifest: Partial<QuantizationManifest> = inp.files.manifest ?? {};
+  const { source, audit, startup, smoke } = inp.files;
   const recordsDir = 'evidence/records';
   const hasData = existsSync(join(sub, EVIDENCE_PATHS.dataManifest));
   const placeholder = (s: string): boolean => ev.get(s)?.placeholder ?? false;
-  const absent = (s: string, what: string): GuideCheck => ({ check: what, passed: null, detail: `${s} is ${ev.has(s) ? 'a placeholder (its outputs hold only a PLACEHOLDER file)' : 'not in this build'}: not shown` });
+  const absent = (s: string, what: string): Check => ({ check: what, passed: null, detail: `${s} is ${ev.has(s) ? 'a placeholder (its outputs hold only a PLACEHOLDER file)' : 'not in this build'}: not shown` });
 
-  const rules: GuideRule[] = [];
+  const rules: Rule[] = [];
   const anchors = new Map<string, Anchor[]>();
 
   // 1. pinned start
   {
-    const checks: GuideCheck[] = [];
+    const checks: Check[] = [];
     const origin = source?.origin ?? null;
     if (origin === null) checks.push({ check: 'manifest names the fetched checkpoint', passed: null, detail: 'evidence/source.json has no origin' });
     else {
@@ -142,7 +100,7 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
   {
     const names = Object.entries(manifest.tensors ?? {});
     const exempt = names.filter(([n, t]) => t.exempt === true || isExemptName(n)).map(([n]) => n);
-    const checks: GuideCheck[] = [{ check: 'vision tower and MTP tensors are marked exempt in the manifest', passed: true, detail: `${exempt.length} exempt tensor(s) of ${names.length}` }];
+    const checks: Check[] = [{ check: 'vision tower and MTP tensors are marked exempt in the manifest', passed: true, detail: `${exempt.length} exempt tensor(s) of ${names.length}` }];
     if (startup?.loaded !== undefined) {
       const loadedExempt = startup.loaded.filter((l) => isExemptName(l.name));
       checks.push({ check: 'the server loaded no exempt tensor', passed: loadedExempt.length === 0, detail: `start-up report: ${startup.loaded.length} loaded, ${startup.skipped_exempt?.length ?? 0} skipped as exempt${loadedExempt.length > 0 ? `; LOADED: ${loadedExempt.slice(0, 5).join(', ')}` : ''}` });
@@ -169,7 +127,7 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
   // 3. no benchmark data
   {
     const p = inp.proof;
-    const checks: GuideCheck[] = p.steps.map((s) => ({ check: s.claim, passed: s.passed, detail: s.facts.join('; ') }));
+    const checks: Check[] = p.steps.map((s) => ({ check: s.claim, passed: s.passed, detail: s.facts.join('; ') }));
     anchors.set('no-benchmark-data', [
       { file: EVIDENCE_PATHS.dataManifest, anchor: '"role":', why: 'each declared source\'s role', required: false, all: true },
       { file: EVIDENCE_PATHS.dataManifest, anchor: '"split":', why: 'each declared source\'s split', required: false, all: true },
@@ -188,13 +146,13 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
 
   // 4. served weights are the audited weights
   {
-    const checks: GuideCheck[] = [];
+    const checks: Check[] = [];
     const emitRec = ev.get('emit')?.record;
     for (const s of manifest.shards ?? []) {
       const a = audit?.shards?.find((x) => x.file === s.file);
       const listed = emitRec?.outputs.find((o) => o.path === s.file);
       const ok = a !== undefined && a.sha256 === s.sha256 && a.sha256_ok === true && listed !== undefined && listed.sha256 === s.sha256;
-      checks.push({ check: `${s.file}: manifest sha256 = audited sha256 = emitted file`, passed: ok, detail: `manifest ${s.sha256.slice(0, 16)}…, audit ${a?.sha256.slice(0, 16) ?? 'absent'}… (ok: ${String(a?.sha256_ok)}), emit ${listed?.sha256.slice(0, 16) ?? 'absent'}…` });
+      checks.push({ check: `${s.file}: manifest sha256 = audited sha256 = emitted file`, passed: ok, detail: `manifest ${s.sha256.slice(0, 16)}…, audit ${a?.sha256?.slice(0, 16) ?? 'absent'}… (ok: ${String(a?.sha256_ok)}), emit ${listed?.sha256.slice(0, 16) ?? 'absent'}…` });
       if (startup?.shards !== undefined) {
         const st = startup.shards.find((x) => x.file === s.file);
         checks.push({ check: `${s.file}: the server verified the same sha256 at start-up`, passed: st?.sha256 === s.sha256, detail: `start-up report ${st?.sha256.slice(0, 16) ?? 'absent'}…` });
@@ -224,7 +182,7 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
     const tensors = Object.entries(manifest.tensors ?? {});
     const packed = tensors.filter(([, t]) => t.encoding === 'packed_2bit');
     const withFloat = packed.filter(([, t]) => t.data_key !== undefined || t.codes_key === undefined || t.scale_key === undefined);
-    const checks: GuideCheck[] = [
+    const checks: Check[] = [
       { check: 'every ternary tensor is stored only as codes and scales (no float copy)', passed: withFloat.length === 0, detail: `${packed.length} packed_2bit tensor(s)${withFloat.length > 0 ? `; with a float key: ${withFloat.slice(0, 5).map(([n]) => n).join(', ')}` : ''}` },
     ];
     const tf = audit?.gates?.['ternary-fraction'];
@@ -263,7 +221,7 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
         if (m !== null && !hits.some((h) => h.file === f && h.anchor === m[0])) hits.push({ file: f, anchor: m[0], why: 'network-capable code: review', all: true });
       });
     }
-    const checks: GuideCheck[] = [{ check: 'the shipped server code and serve.sh import no network client and name no outside URL', passed: hits.length === 0, detail: hits.length === 0 ? `${shipped.length} file(s) scanned` : `found: ${hits.map((h) => `${h.file}: ${h.anchor}`).join('; ')}` }];
+    const checks: Check[] = [{ check: 'the shipped server code and serve.sh import no network client and name no outside URL', passed: hits.length === 0, detail: hits.length === 0 ? `${shipped.length} file(s) scanned` : `found: ${hits.map((h) => `${h.file}: ${h.anchor}`).join('; ')}` }];
     if (smoke?.isolation !== undefined) checks.push({ check: 'smoke-serve ran the server with no network', passed: smoke.isolation.network_namespace === true ? true : null, detail: smoke.isolation.network_namespace === true ? 'network namespace with only loopback up' : `not isolated: ${smoke.isolation.reason ?? 'unknown'}` });
     else checks.push(absent('smoke-serve', 'smoke-serve ran the server with no network'));
     anchors.set('no-outside-apis', [
@@ -289,6 +247,9 @@ export function buildGuide(inp: GuideInputs): { guide: Guide; missing: MissingAn
     missing.push(...resolved.missing);
   }
   const failed = rules.flatMap((r) => r.checks.filter((c) => c.passed === false).map((c) => `${r.id}: ${c.check}: ${c.detail}`));
-  const chain: ChainLink[] = inp.evidence.map((e) => ({ stage: e.stage, key: e.record.key, outputDigest: e.record.outputDigest, outputMode: e.record.outputMode, placeholder: e.placeholder, upstream: e.record.keyData.upstream }));
-  return { guide: { format: 'ternforge-guide/1', profile: inp.profile, rules, provenance: inp.proof, chain, placeholders: inp.evidence.filter((e) => e.placeholder).map((e) => e.stage) }, missing, failed };
+  const chain: EvidenceGuide['chain'] = inp.evidence.map((e) => ({ stage: e.stage, key: e.record.key, outputDigest: e.record.outputDigest, outputMode: e.record.outputMode, placeholder: e.placeholder, upstream: e.record.keyData.upstream }));
+  // The schema holds exactly the six rules of DESIGN.md section 2, in this order.
+  const [r1, r2, r3, r4, r5, r6, ...extra] = rules;
+  if (r6 === undefined || extra.length > 0) throw new Error(`the guide has ${rules.length} rules, not 6`);
+  return { guide: { format: 'ternforge-guide/1', profile: inp.profile, rules: [r1!, r2!, r3!, r4!, r5!, r6], provenance: inp.proof, chain, placeholders: inp.evidence.filter((e) => e.placeholder).map((e) => e.stage) }, missing, failed };
 }

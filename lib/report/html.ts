@@ -10,9 +10,9 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Graph } from '../../engine/graph.ts';
-import type { Guide } from './guide.ts';
-import { contract } from '../contract.ts';
+import type { EvidenceGuide } from '../../schemas/generated/evidence-guide.ts';
 import { EVIDENCE_PATHS } from './layout.ts';
+import type { EvidenceFiles } from './evidence-files.ts';
 import type { StageEvidence } from './records.ts';
 import { barChart, dotPlot, esc, graphSvg } from './svg.ts';
 
@@ -66,11 +66,12 @@ function placeholderNote(stage: string, ev: Map<string, StageEvidence>): string 
   return `<p class="note">${esc(stage)} ${ev.has(stage) ? 'is still a placeholder: its outputs hold only a PLACEHOLDER file, so there are no figures to show.' : 'is not part of this build.'}</p>`;
 }
 
-export function renderHtml(o: { guide: Guide; evidence: readonly StageEvidence[]; graph: Graph; submission: string; self: string }): string {
+export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEvidence[]; graph: Graph; submission: string; self: string; files: EvidenceFiles }): string {
   const ev = new Map(o.evidence.map((e) => [e.stage, e]));
   const sub = o.submission;
   const parts: string[] = [];
-  const manifest = readJson(join(sub, 'quantization_manifest.json')) as { base_model?: string; revision?: string; method?: string } | null;
+  // The submission's JSON evidence, read once and checked against its schemas (lib/report/evidence-files.ts).
+  const { manifest, audit, quantizeReport: qr, quality, smoke } = o.files;
   parts.push(`<h1>ternforge report: ${esc(o.guide.profile)}</h1><p class="note">${esc(manifest?.base_model ?? '?')} @ ${esc(manifest?.revision ?? '?')}, method ${esc(manifest?.method ?? '?')}. Generated from the evidence records in <code>evidence/records/</code>; the reviewer guide is <code>evidence/README.md</code>.</p>`);
   if (o.guide.placeholders.length > 0) parts.push(`<p class="na">Placeholder stages (no evidence yet): ${esc(o.guide.placeholders.join(', '))}</p>`);
 
@@ -89,22 +90,20 @@ export function renderHtml(o: { guide: Guide; evidence: readonly StageEvidence[]
 
   // Gates
   parts.push('<h2>Gate margins</h2>');
-  const audit = readJson(join(sub, 'evidence', 'audit.json')) as { gates?: Record<string, { pass: boolean; value?: number; ratio?: number; threshold?: number; margin?: number; violations?: number }>; counts?: Record<string, unknown> } | null;
-  if (audit?.gates !== undefined) {
+  if (audit !== null) {
     const tf = audit.gates['ternary-fraction'];
     const sp = audit.gates['stored-parameters'];
     const items = [];
-    const floor = tf?.threshold ?? contract().gates.ternary_fraction_min;
-    const ceiling = sp?.threshold ?? contract().gates.stored_ratio_max;
-    if (tf?.value !== undefined) items.push({ label: `ternary fraction (> ${floor})`, value: tf.value, bad: !tf.pass });
-    if (tf?.value !== undefined) parts.push(barChart({ title: 'Gate 1: ternary fraction of the audited parameters', items, max: 1, threshold: { value: floor, label: `threshold ${floor}` } }));
-    if (sp?.ratio !== undefined) parts.push(barChart({ title: 'Gate 2: stored / original parameters', items: [{ label: `stored ratio (<= ${ceiling})`, value: sp.ratio, bad: !sp.pass }], max: 1.25, threshold: { value: ceiling, label: `threshold ${ceiling}` } }));
-    parts.push(`<table><tr><th>gate</th><th>result</th><th>value</th><th>margin</th></tr>${Object.entries(audit.gates).map(([g, v]) => `<tr><td>${esc(g)}</td><td>${mark(v.pass)}</td><td>${esc(v.value ?? v.ratio ?? v.violations ?? '')}</td><td>${esc(v.margin ?? '')}</td></tr>`).join('')}</table>`);
+    const wa = audit.gates['weight-audit'];
+    items.push({ label: `ternary fraction (> ${tf.threshold})`, value: tf.value, bad: !tf.pass });
+    parts.push(barChart({ title: 'Gate 1: ternary fraction of the audited parameters', items, max: 1, threshold: { value: tf.threshold, label: `threshold ${tf.threshold}` } }));
+    parts.push(barChart({ title: 'Gate 2: stored / original parameters', items: [{ label: `stored ratio (<= ${sp.threshold})`, value: sp.ratio, bad: !sp.pass }], max: 1.25, threshold: { value: sp.threshold, label: `threshold ${sp.threshold}` } }));
+    const rows: Array<[string, boolean, number, number | string]> = [['ternary-fraction', tf.pass, tf.value, tf.margin], ['stored-parameters', sp.pass, sp.ratio, sp.margin], ['weight-audit', wa.pass, wa.violations, '']];
+    parts.push(`<table><tr><th>gate</th><th>result</th><th>value</th><th>margin</th></tr>${rows.map(([g, pass, value, margin]) => `<tr><td>${esc(g)}</td><td>${mark(pass)}</td><td>${esc(value)}</td><td>${esc(margin)}</td></tr>`).join('')}</table>`);
   } else parts.push(placeholderNote('audit', ev));
 
   // Per-tensor plots
   parts.push('<h2>Per-tensor reconstruction error and share of zeros</h2>');
-  const qr = readJson(join(sub, EVIDENCE_PATHS.quantizeReport)) as { tensors?: Record<string, { encoding?: string; rel_error?: number; zero_fraction?: number }> } | null;
   const tern = Object.entries(qr?.tensors ?? {}).filter(([, t]) => typeof t.rel_error === 'number' || typeof t.zero_fraction === 'number');
   if (tern.length > 0) {
     const group = (n: string): string => (n.match(/\.(mlp|linear_attn|self_attn)\./)?.[1] ?? 'other');
@@ -119,12 +118,10 @@ export function renderHtml(o: { guide: Guide; evidence: readonly StageEvidence[]
 
   // Quality
   parts.push('<h2>Quality (held-out, from the packed shards)</h2>');
-  const quality = readJson(join(sub, EVIDENCE_PATHS.quality));
   parts.push(quality !== null ? kvTable(leaves(quality)) : placeholderNote('quality', ev));
 
   // Smoke
   parts.push('<h2>Self-check (smoke-serve): gates 4-6 and timings</h2>');
-  const smoke = readJson(join(sub, EVIDENCE_PATHS.smoke)) as { passed?: boolean; gates?: Array<{ gate: number; name: string; status: string; detail?: string }>; startup?: { health_200_s?: number | null; phases?: Record<string, number> }; load?: { concurrency: number; ok: number; wall_s: number; tokens_per_s?: number; finish_reasons: Record<string, number>; health_during?: { p99_ms?: number } } | null; isolation?: { network_namespace?: boolean } } | null;
   if (smoke !== null) {
     parts.push(`<table><tr><th>gate</th><th>name</th><th>status</th><th>detail</th></tr>${(smoke.gates ?? []).map((g) => `<tr><td>${g.gate}</td><td>${esc(g.name)}</td><td>${g.status === 'passed' ? mark(true) : g.status === 'failed' ? mark(false) : esc(g.status)}</td><td>${VOLATILE_BEGIN}${esc(g.detail ?? '')}${VOLATILE_END}</td></tr>`).join('')}</table>`);
     parts.push(VOLATILE_BEGIN);

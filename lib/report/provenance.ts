@@ -17,6 +17,7 @@
  *     the same classification as calibration data (step 1).
  */
 import { upstreamClosure, type Graph } from '../../engine/graph.ts';
+import type { EvidenceGuide, ProofStep } from '../../schemas/generated/evidence-guide.ts';
 
 /** The four roles of DESIGN.md section 3. */
 export const ROLES = ['calibration', 'heldout', 'selection', 'evaluation'] as const;
@@ -44,43 +45,13 @@ export const REPORT_STAGE = 'report';
 /** Stages that read evaluation data by design (benchmark-style question sets). */
 export const EVALUATION_HOLDERS: readonly string[] = ['eval'];
 
+/** The proof as evidence/guide.json holds it (schemas/evidence-guide.schema.json, generated types). */
+export type ProvenanceProof = EvidenceGuide['provenance'];
 /** One declared source, as the data manifest lists it (fields the proof needs). */
-export interface DataSource {
-  name: string;
-  dataset: string;
-  config?: string | null;
-  split: string;
-  role: string;
-  file?: string;
-}
-
+export type DataSource = Omit<ProvenanceProof['sources'][number], 'benchmark' | 'heldSplit'>;
 /** A source breaking a rule. */
-export interface ProvenanceViolation {
-  source: string;
-  rule: 'unknown-role' | 'benchmark-not-evaluation' | 'held-split-not-evaluation' | 'evaluation-reaches-submission' | 'malformed-manifest';
-  detail: string;
-}
-
-/** One step of the proof, with the facts it rests on. */
-export interface ProofStep {
-  id: 'classification' | 'reach' | 'defaults';
-  claim: string;
-  passed: boolean;
-  facts: string[];
-}
-
-export interface ProvenanceProof {
-  passed: boolean;
-  /** `present`: data_manifest.json was read; `placeholder`: fetch-calib is not implemented yet (no data at all). */
-  dataManifest: 'present' | 'placeholder';
-  sources: Array<DataSource & { benchmark: string | null; heldSplit: boolean }>;
-  /** Stages whose outputs can influence the submission (emit and its ancestors). */
-  submissionAncestry: string[];
-  /** Direct readers of the data stage's outputs. */
-  dataReaders: string[];
-  steps: ProofStep[];
-  violations: ProvenanceViolation[];
-}
+export type ProvenanceViolation = ProvenanceProof['violations'][number];
+export type { ProofStep };
 
 /** Benchmark family a source matches, if any. */
 export function benchmarkOf(s: Pick<DataSource, 'dataset' | 'config' | 'name'>): string | null {

@@ -9,6 +9,7 @@ import { basename, join } from 'node:path';
 import { engineSchemaSet, ENGINE_SCHEMAS } from '../../engine/json-io.ts';
 import { upstreamClosure, type Graph } from '../../engine/graph.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
+import type { RecordsFailure } from '../failures.ts';
 import type { EvidenceRecord } from '../../schemas/generated/evidence-record.ts';
 
 /** The file a placeholder stage leaves as its only output (stages/placeholder.ts). */
@@ -25,14 +26,6 @@ export interface StageEvidence {
   placeholder: boolean;
 }
 
-/** Why the records cannot be gathered. */
-export type RecordsFailure =
-  /** A record is missing. */
-  | { kind: 'missing'; stage: string; path: string }
-  /** A record fails its schema or names another stage or profile. */
-  | { kind: 'invalid'; stage: string; path: string; errors: string[] }
-  /** A record's upstream digest is not the output digest of the record it points at. */
-  | { kind: 'broken-chain'; stage: string; upstream: string; expected: string; actual: string };
 
 /** Where a stage's record lives under a workdir (engine/store.ts's layout). */
 export function recordPath(workdir: string, profile: string, stage: string): string {
@@ -53,22 +46,22 @@ export function gatherRecords(o: { workdir: string; profile: string; stages: rea
   const out: StageEvidence[] = [];
   for (const stage of o.stages) {
     const path = recordPath(o.workdir, o.profile, stage);
-    if (!existsSync(path)) return err({ kind: 'missing', stage, path });
+    if (!existsSync(path)) return err({ reason: 'evidence-record-missing', stage, path });
     let value: unknown;
     try {
       value = JSON.parse(readFileSync(path, 'utf8'));
     } catch (e) {
-      return err({ kind: 'invalid', stage, path, errors: [`not JSON: ${(e as Error).message}`] });
+      return err({ reason: 'evidence-record-invalid', stage, path, errors: [`not JSON: ${(e as Error).message}`] });
     }
     const errors = schemas.validate(ENGINE_SCHEMAS.evidenceRecord, value);
-    if (errors.length > 0) return err({ kind: 'invalid', stage, path, errors });
+    if (errors.length > 0) return err({ reason: 'evidence-record-invalid', stage, path, errors });
     const record = value as EvidenceRecord;
-    if (record.stage !== stage || record.profile !== o.profile) return err({ kind: 'invalid', stage, path, errors: [`record names stage ${record.stage} of profile ${record.profile}`] });
+    if (record.stage !== stage || record.profile !== o.profile) return err({ reason: 'evidence-record-invalid', stage, path, errors: [`record names stage ${record.stage} of profile ${record.profile}`] });
     const outputs = o.outputsOf(stage);
     // A content or uncached stage's outputs live in the store under their digest: the link must agree.
     if (record.outputMode !== 'in-place' && existsSync(outputs)) {
       const real = basename(realpathSync(outputs));
-      if (real !== record.outputDigest) return err({ kind: 'broken-chain', stage, upstream: stage, expected: record.outputDigest, actual: real });
+      if (real !== record.outputDigest) return err({ reason: 'evidence-chain-broken', stage, upstream: stage, expected: record.outputDigest, actual: real });
     }
     const placeholder = record.outputs.length === 1 && record.outputs[0]!.path === PLACEHOLDER_FILE;
     out.push({ stage, record, outputs, placeholder });
@@ -78,20 +71,9 @@ export function gatherRecords(o: { workdir: string; profile: string; stages: rea
     for (const [up, digest] of Object.entries(e.record.keyData.upstream)) {
       const producer = byStage.get(up);
       if (producer === undefined) continue; // outside the gathered closure
-      if (producer.record.outputDigest !== digest) return err({ kind: 'broken-chain', stage: e.stage, upstream: up, expected: producer.record.outputDigest, actual: digest });
+      if (producer.record.outputDigest !== digest) return err({ reason: 'evidence-chain-broken', stage: e.stage, upstream: up, expected: producer.record.outputDigest, actual: digest });
     }
   }
   return ok(out);
 }
 
-/** One line per failure, for the stage's error. */
-export function describeRecordsFailure(f: RecordsFailure): string {
-  switch (f.kind) {
-    case 'missing':
-      return `no evidence record for stage ${f.stage} at ${f.path}: run it first`;
-    case 'invalid':
-      return `the evidence record of ${f.stage} (${f.path}) is invalid: ${f.errors.join('; ')}`;
-    case 'broken-chain':
-      return `the records do not chain: ${f.stage} was built from ${f.upstream} outputs ${f.actual.slice(0, 12)}, but ${f.upstream}'s record says ${f.expected.slice(0, 12)} (rerun ${f.stage})`;
-  }
-}

@@ -70,7 +70,7 @@ export class SafetensorsError extends Error {
   readonly detail: string | undefined;
 
   constructor(facts: SafetensorsErrorFacts) {
-    super(describe(facts));
+    super(describeSafetensorsError(facts));
     this.name = 'SafetensorsError';
     this.reason = facts.reason;
     this.file = facts.file;
@@ -91,7 +91,8 @@ export class SafetensorsError extends Error {
   }
 }
 
-function describe(f: SafetensorsErrorFacts): string {
+/** One line naming the reason, the file, the tensor and expected/actual. */
+export function describeSafetensorsError(f: SafetensorsErrorFacts): string {
   const parts = [`${f.reason}: ${f.file}`];
   if (f.tensor !== undefined) parts.push(`tensor ${JSON.stringify(f.tensor)}`);
   if (f.expected !== undefined) parts.push(`expected ${f.expected}`);

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { Architecture, FileRef } from '../../schemas/generated/architecture.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
-import { fileRef, type AssemblyFailure } from './assemble.ts';
+import type { AssemblyFailure } from '../failures.ts';
+import { fileRef } from './assemble.ts';
 import { EVIDENCE_FILES, MODEL_FILES, submissionNames } from './layout.ts';
 
 type Json = Record<string, unknown>;
@@ -35,14 +36,14 @@ export function architectureFor(dir: string, manifest: QuantizationManifest, sam
   try {
     config = JSON.parse(readFileSync(configPath, 'utf8')) as Json;
   } catch (e) {
-    return err({ kind: 'invalid', path: configPath, detail: `not JSON: ${(e as Error).message}` });
+    return err({ reason: 'submission-input-invalid', path: configPath, detail: `not JSON: ${(e as Error).message}` });
   }
   const text = (typeof config.text_config === 'object' && config.text_config !== null ? config.text_config : config) as Json;
   const layers = int(text, 'num_hidden_layers');
   const missing = ['num_hidden_layers', 'hidden_size', 'intermediate_size', 'num_attention_heads', 'vocab_size'].filter((k) => int(text, k) === undefined);
-  if (missing.length > 0 || layers === undefined) return err({ kind: 'invalid', path: configPath, detail: `the text config lacks ${missing.join(', ')}` });
+  if (missing.length > 0 || layers === undefined) return err({ reason: 'submission-input-invalid', path: configPath, detail: `the text config lacks ${missing.join(', ')}` });
   const layerTypes = Array.isArray(text.layer_types) ? (text.layer_types as unknown[]).map(String) : Array<string>(layers).fill('full_attention');
-  if (layerTypes.length !== layers) return err({ kind: 'invalid', path: configPath, detail: `layer_types has ${layerTypes.length} entries for ${layers} layers` });
+  if (layerTypes.length !== layers) return err({ reason: 'submission-input-invalid', path: configPath, detail: `layer_types has ${layerTypes.length} entries for ${layers} layers` });
   const counts: Record<string, number> = {};
   for (const t of layerTypes) counts[t] = (counts[t] ?? 0) + 1;
   const tie = text.tie_word_embeddings ?? config.tie_word_embeddings ?? false;

@@ -7,8 +7,9 @@
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { prettyJson, sha256 } from '../../engine/digest.ts';
-import type { SchemaSet } from '../../engine/json-io.ts';
+import { readJsonFile, type SchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
+import type { AssemblyFailure } from '../failures.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import { architectureFor, type SamplingDefaults, type SourceTensors } from './architecture.ts';
 import { CONTRACT_PATH } from '../contract.ts';
@@ -30,12 +31,6 @@ export interface AssemblySources {
   sourceTensors?: SourceTensors;
 }
 
-/** Why a submission could not be assembled. */
-export type AssemblyFailure =
-  /** An input the contract needs does not exist. */
-  | { kind: 'missing'; path: string; detail: string }
-  /** An input exists but is not what the contract says (bad JSON, extra shard, stray file). */
-  | { kind: 'invalid'; path: string; detail: string };
 
 /** What assembly did. */
 export interface AssemblyStats {
@@ -92,7 +87,7 @@ export function listServerCode(dir: string): string[] {
 export function assembleSubmission(src: AssemblySources, out: string, schemas: SchemaSet): Result<{ stats: AssemblyStats; files: string[]; budget: StartupBudget }, AssemblyFailure> {
   const { SERVE_SH, REQUIREMENTS, MANIFEST, ARCHITECTURE, SERVER_DIR, SERVER_PACKAGE, CONTRACT, WEIGHTS_DIR, WHEELS_DIR, EVIDENCE_DIR } = submissionNames();
   const stats: AssemblyStats = { files: 0, linked: 0, copied: 0, written: 0, bytes: 0, linkedBytes: 0 };
-  const need = (path: string, detail: string): AssemblyFailure | null => (existsSync(path) ? null : { kind: 'missing', path, detail });
+  const need = (path: string, detail: string): AssemblyFailure | null => (existsSync(path) ? null : { reason: 'submission-input-missing', path, detail });
   const link = (from: string, to: string): void => {
     mkdirSync(join(to, '..'), { recursive: true });
     const size = statSync(from).size;
@@ -136,17 +131,17 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   try {
     manifestJson = JSON.parse(readFileSync(manifestPath, 'utf8'));
   } catch (e) {
-    return err({ kind: 'invalid', path: manifestPath, detail: `not JSON: ${(e as Error).message}` });
+    return err({ reason: 'submission-input-invalid', path: manifestPath, detail: `not JSON: ${(e as Error).message}` });
   }
   const errors = schemas.validate('manifest.schema.json', manifestJson);
-  if (errors.length > 0) return err({ kind: 'invalid', path: manifestPath, detail: errors.join('; ') });
+  if (errors.length > 0) return err({ reason: 'submission-input-invalid', path: manifestPath, detail: errors.join('; ') });
   const manifest = manifestJson as QuantizationManifest;
   const packed = existsSync(join(packOut, WEIGHTS_DIR)) ? listFiles(join(packOut, WEIGHTS_DIR)).map((f) => `${WEIGHTS_DIR}/${f}`) : [];
   const shards = manifest.shards.map((s) => s.file).sort();
-  if (JSON.stringify(packed) !== JSON.stringify(shards)) return err({ kind: 'invalid', path: join(packOut, WEIGHTS_DIR), detail: `weights/ holds ${JSON.stringify(packed)}, the manifest lists ${JSON.stringify(shards)}` });
+  if (JSON.stringify(packed) !== JSON.stringify(shards)) return err({ reason: 'submission-input-invalid', path: join(packOut, WEIGHTS_DIR), detail: `weights/ holds ${JSON.stringify(packed)}, the manifest lists ${JSON.stringify(shards)}` });
   const wheelFiles = listFiles(join(wheelsOut, WHEELS_DIR));
   const strays = wheelFiles.filter((w) => !w.endsWith('.whl') || w.includes('/'));
-  if (strays.length > 0) return err({ kind: 'invalid', path: join(wheelsOut, WHEELS_DIR), detail: `not wheels: ${strays.join(', ')}` });
+  if (strays.length > 0) return err({ reason: 'submission-input-invalid', path: join(wheelsOut, WHEELS_DIR), detail: `not wheels: ${strays.join(', ')}` });
 
   // From the repository: copied.
   copy(serveSh, join(out, SERVE_SH));
@@ -171,7 +166,10 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   stats.written++;
 
   // The start-up budget of exactly this submission: its sizes times the rates measured in bench/.
-  const wheelsRecord = JSON.parse(readFileSync(join(wheelsOut, WHEELS_RECORD), 'utf8')) as WheelsRecord;
+  const wheelsRecordPath = join(wheelsOut, WHEELS_RECORD);
+  const wheelsRead = readJsonFile<WheelsRecord>(wheelsRecordPath, schemas, 'wheels-record.schema.json');
+  if (!wheelsRead.ok || wheelsRead.value === null) return err({ reason: 'submission-input-invalid', path: wheelsRecordPath, detail: wheelsRead.ok ? 'absent' : wheelsRead.error.reason === 'invalid-json' ? wheelsRead.error.errors.join('; ') : wheelsRead.error.reason });
+  const wheelsRecord = wheelsRead.value;
   const budget = startupBudget(submissionFacts(manifest, wheelsRecord), readRates(src.root));
   const budgetErrors = schemas.validate('startup-budget.schema.json', budget);
   if (budgetErrors.length > 0) throw new Error(`the start-up budget fails its own schema: ${budgetErrors.join('; ')}`);

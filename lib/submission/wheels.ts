@@ -13,6 +13,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { linkOrCopy } from '../../engine/files.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
+import type { WheelsFailure } from '../failures.ts';
 import { exec, tail, type ExecOutput } from './exec.ts';
 
 /** The platform the wheels are for. */
@@ -41,16 +42,10 @@ export interface WheelFile {
   size: number;
 }
 
-/** Why vendoring failed; each names what the user must fix. */
-export type WheelsFailure =
-  /** The resolver found no wheel set satisfying the requirements for the target. */
-  | { kind: 'unresolvable'; requirements: string[]; detail: string }
-  /** A locked wheel could not be downloaded for the target. */
-  | { kind: 'wheel-unavailable'; requirements: string[]; detail: string }
-  /** A downloaded or cached file's sha256 is not one the index lists. */
-  | { kind: 'hash-mismatch'; filename: string; expected: string[]; actual: string }
-  /** A tool (uv, python) could not be run. */
-  | { kind: 'tool-failed'; command: string; detail: string };
+/** The target as a failure names it: `CPython 3.11 on x86_64-manylinux_2_28`. */
+export function targetName(t: WheelTarget): string {
+  return `CPython ${t.pythonVersion} on ${t.platform}`;
+}
 
 /** PEP 503 name normalisation. */
 export function normalizeName(name: string): string {
@@ -184,8 +179,8 @@ export function uvCompileArgs(input: string, t: WheelTarget, extra: readonly str
 export async function resolveLock(o: { uv: string; input: string; target: WheelTarget; findLinks: readonly string[]; indexUrl?: string; signal?: AbortSignal }): Promise<Result<LockedPin[], WheelsFailure>> {
   const extra = ['--generate-hashes', ...o.findLinks.flatMap((f) => ['--find-links', f]), ...(o.indexUrl !== undefined ? ['--index-url', o.indexUrl] : [])];
   const r = await exec(o.uv, uvCompileArgs(o.input, o.target, extra), { env: toolEnv(), ...(o.signal ? { signal: o.signal } : {}) });
-  if (r.spawnError !== undefined) return err({ kind: 'tool-failed', command: r.command, detail: r.spawnError });
-  if (r.code !== 0) return err({ kind: 'unresolvable', requirements: blamedRequirements(r.stderr), detail: tail(r.stderr, 20) });
+  if (r.spawnError !== undefined) return err({ reason: 'tool-failed', command: r.command, detail: r.spawnError });
+  if (r.code !== 0) return err({ reason: 'requirements-unresolvable', target: targetName(o.target), requirements: blamedRequirements(r.stderr), detail: tail(r.stderr, 20) });
   return ok(parseCompiled(r.stdout));
 }
 
@@ -232,16 +227,16 @@ export async function ensureCached(o: { python: string; cacheDir: string; pins: 
       o.log?.(`downloading ${missing.length} wheel(s) for ${targetKey(o.target)}: ${missing.map((p) => `${p.name}==${p.version}`).join(', ')}`);
       const args = ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--progress-bar', 'off', '--python-version', o.target.pythonVersion, ...pipPlatformArgs(o.target.platform), '--implementation', 'cp', '--abi', abiTag(o.target.pythonVersion), '-d', tmp, '-r', reqFile, ...o.findLinks.flatMap((f) => ['--find-links', f]), ...(o.indexUrl !== undefined ? ['--index-url', o.indexUrl] : [])];
       const r: ExecOutput = await exec(o.python, args, { env: toolEnv(), ...(o.signal ? { signal: o.signal } : {}) });
-      if (r.spawnError !== undefined) return err({ kind: 'tool-failed', command: r.command, detail: r.spawnError });
+      if (r.spawnError !== undefined) return err({ reason: 'tool-failed', command: r.command, detail: r.spawnError });
       if (r.code !== 0) {
         const blamed = blamedRequirements(r.stdout + r.stderr);
-        return err({ kind: 'wheel-unavailable', requirements: blamed.length > 0 ? blamed : missing.map((p) => `${p.name}==${p.version}`), detail: tail(r.stdout + r.stderr, 20) });
+        return err({ reason: 'wheel-unavailable', target: targetName(o.target), requirements: blamed.length > 0 ? blamed : missing.map((p) => `${p.name}==${p.version}`), detail: tail(r.stdout + r.stderr, 20) });
       }
       for (const pin of missing) {
         const f = cachedFileFor(tmp, pin);
-        if (f === undefined) return err({ kind: 'wheel-unavailable', requirements: [`${pin.name}==${pin.version}`], detail: `pip download saved no wheel for ${pin.name}==${pin.version}` });
+        if (f === undefined) return err({ reason: 'wheel-unavailable', target: targetName(o.target), requirements: [`${pin.name}==${pin.version}`], detail: `pip download saved no wheel for ${pin.name}==${pin.version}` });
         const sha = await sha256File(join(tmp, f));
-        if (pin.hashes.length > 0 && !pin.hashes.includes(sha)) return err({ kind: 'hash-mismatch', filename: f, expected: pin.hashes, actual: sha });
+        if (pin.hashes.length > 0 && !pin.hashes.includes(sha)) return err({ reason: 'wheel-hash-mismatch', filename: f, expected: pin.hashes, actual: sha });
         renameSync(join(tmp, f), join(dir, f));
         files.set(pin.name, join(dir, f));
       }
@@ -262,7 +257,7 @@ export async function vendorInto(wheelsDir: string, pins: readonly LockedPin[], 
     const src = files.get(pin.name)!;
     const filename = src.slice(src.lastIndexOf('/') + 1);
     const sha = await sha256File(src);
-    if (pin.hashes.length > 0 && !pin.hashes.includes(sha)) return err({ kind: 'hash-mismatch', filename, expected: pin.hashes, actual: sha });
+    if (pin.hashes.length > 0 && !pin.hashes.includes(sha)) return err({ reason: 'wheel-hash-mismatch', filename, expected: pin.hashes, actual: sha });
     if (linkOrCopy(src, join(wheelsDir, filename)) === 'linked') linked++;
     else copied++;
     wheels.push({ name: pin.name, version: pin.version, filename, sha256: sha, size: statSync(src).size });

@@ -43,7 +43,12 @@ export interface EvidenceGuide {
     steps: ProofStep[];
     violations: {
       source: string;
-      rule: string;
+      rule:
+        | 'unknown-role'
+        | 'benchmark-not-evaluation'
+        | 'held-split-not-evaluation'
+        | 'evaluation-reaches-submission'
+        | 'malformed-manifest';
       detail: string;
     }[];
   };

@@ -20,6 +20,7 @@ import { err, ok, type Result } from '../engine/result.ts';
 import type { Failure } from '../engine/failure.ts';
 import { defineStage, type StageContext } from '../engine/types.ts';
 import { ENV_INFO_FILE, readEnvInfo, venvDir, venvPython, type PythonEnvInfo } from '../engine/venv.ts';
+import { systemPython } from './system-python.ts';
 import type { PythonEnvParams } from '../schemas/generated/python-env.ts';
 
 const DEFAULT_REQUIREMENTS = 'python/requirements.txt';
@@ -52,21 +53,6 @@ function exec(ctx: StageContext<PythonEnvParams>, cmd: string, args: string[]): 
   });
 }
 
-/**
- * The system Python's version line (`sys.version`: version, build and compiler; no path of this machine,
- * since it is recorded in the evidence): it enters the key. `-S` skips importing `site`, which cannot change
- * the answer and was a third of the probe's time (a no-op `all` spends most of its engine time here).
- */
-function systemPythonVersion(): Promise<string> {
-  return new Promise((resolve) => {
-    const child = spawn(SYSTEM_PYTHON, ['-S', '-c', 'import sys; print(" ".join(sys.version.split()))'], { stdio: ['ignore', 'pipe', 'ignore'] });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.once('error', () => resolve('absent'));
-    child.once('close', () => resolve(out.trim() || 'absent'));
-  });
-}
-
 const VERSIONS_SCRIPT = [
   'import json, platform',
   'from importlib import metadata',
@@ -79,14 +65,14 @@ const VERSIONS_SCRIPT = [
 export const stage = defineStage<PythonEnvParams>({
   name: 'python-env',
   summary: "Build the Python workers' virtual environment from a pinned requirements file",
-  code: ['stages/python-env.ts', 'engine/venv.ts'],
+  code: ['stages/python-env.ts', 'stages/system-python.ts', 'engine/venv.ts'],
   schema: 'schemas/stages/python-env.schema.json',
   inputs: (p) => [requirementsPath(p)],
   tools: ['node'],
   outputs: 'in-place',
   dir: venvDir,
   marker: ENV_INFO_FILE,
-  facts: async () => ({ systemPython: await systemPythonVersion() }),
+  facts: async (_params, _root, cacheDir) => ({ systemPython: (await systemPython(cacheDir)).version }),
   async run(ctx) {
     const dir = ctx.out;
     const schemas = engineSchemaSet();

@@ -10,7 +10,7 @@ beforeAll(() => {
   rig = new Rig('venv');
   venv = join(rig.base, 'venv');
   rig.env.TERNFORGE_VENV = venv;
-  for (const f of ['stages/python-env.ts', 'engine/venv.ts']) {
+  for (const f of ['stages/python-env.ts', 'stages/system-python.ts', 'engine/venv.ts']) {
     mkdirSync(join(rig.root, f, '..'), { recursive: true });
     cpSync(join(import.meta.dirname, '..', f), join(rig.root, f));
   }

@@ -10,7 +10,7 @@
  *   - the real pipeline.ts's no-op `all` on the tiny profile, everything fresh (target <= 100 ms of engine
  *     time): in $BENCH_REAL_WORKDIR when it holds a complete tiny build of this checkout (e.g. the test
  *     suite's $TERNFORGE_TINY_BUILD), else built first in the temp dir (minutes). With
- *     BENCH_BASELINE=<root>:<workdir> (another checkout and its own complete tiny build) the same runs of
+ *     BENCH_BASELINE=<root>:<workdir>[:<venv>] (another checkout and its own complete tiny build) the same runs of
  *     that checkout are interleaved with this one's, so both meet the same machine state.
  *
  * BENCH_SKIP_COLD=1 leaves out the cold-hashing rounds (the toy no-op still runs, after one build).
@@ -116,9 +116,9 @@ try {
     return performance.now() - t;
   });
   // The real pipeline's no-op `all` on tiny: this checkout, and the baseline's interleaved with it.
-  const realNoop = (r: string, workdir: string): { wallMs: number; summary: Summary & { stages: Array<{ stage: string; action: string }> } } => {
+  const realNoop = (r: string, workdir: string, venv?: string): { wallMs: number; summary: Summary & { stages: Array<{ stage: string; action: string }> } } => {
     const t = performance.now();
-    const out = spawnSync(tsx, [join(r, 'pipeline.ts'), 'all', '--profile', 'tiny', '--workdir', workdir, '--json'], { cwd: r, encoding: 'utf8', maxBuffer: 64 * 2 ** 20 });
+    const out = spawnSync(tsx, [join(r, 'pipeline.ts'), 'all', '--profile', 'tiny', '--workdir', workdir, '--json'], { cwd: r, encoding: 'utf8', maxBuffer: 64 * 2 ** 20, env: venv === undefined ? process.env : { ...process.env, TERNFORGE_VENV: venv } });
     const wallMs = performance.now() - t;
     if (out.status !== 0) throw new Error(`${r}: pipeline.ts all failed (${out.status}):\n${out.stderr.slice(-4000)}`);
     return { wallMs, summary: JSON.parse(out.stdout) };
@@ -129,7 +129,8 @@ try {
     process.stderr.write(`building the real tiny pipeline in ${realWorkdir} (set BENCH_REAL_WORKDIR to reuse a build)\n`);
     realNoop(repo, realWorkdir);
   }
-  const baseline = process.env.BENCH_BASELINE === undefined ? null : (([r, w]) => ({ root: r!, workdir: w! }))(process.env.BENCH_BASELINE.split(':'));
+  // root:workdir[:venv]: a baseline whose venv marker names its own python-env key needs its own venv.
+  const baseline = process.env.BENCH_BASELINE === undefined ? null : (([r, w, v]) => ({ root: r!, workdir: w!, venv: v }))(process.env.BENCH_BASELINE.split(':'));
   // One settling run each (a changed file's stat is re-read once), then the timed, interleaved runs.
   const checked = (which: string, r: ReturnType<typeof realNoop>): ReturnType<typeof realNoop> => {
     const ran = r.summary.stages.filter((s) => s.action !== 'fresh').map((s) => `${s.stage} ${s.action}`);
@@ -137,13 +138,13 @@ try {
     return r;
   };
   realNoop(repo, realWorkdir);
-  if (baseline !== null) realNoop(baseline.root, baseline.workdir);
+  if (baseline !== null) realNoop(baseline.root, baseline.workdir, baseline.venv);
   const real: Array<ReturnType<typeof realNoop>> = [];
   const base0: Array<ReturnType<typeof realNoop>> = [];
   for (let i = 0; i < REAL_RUNS; i++) {
     process.stderr.write(`real no-op all, run ${i + 1}/${REAL_RUNS}\n`);
     real.push(checked('this checkout', realNoop(repo, realWorkdir)));
-    if (baseline !== null) base0.push(checked(`baseline ${baseline.root}`, realNoop(baseline.root, baseline.workdir)));
+    if (baseline !== null) base0.push(checked(`baseline ${baseline.root}`, realNoop(baseline.root, baseline.workdir, baseline.venv)));
   }
   const bare = Array.from({ length: RUNS }, () => {
     const t = performance.now();

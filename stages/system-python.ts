@@ -3,9 +3,9 @@
  * and then cached: the probe is a process start (~30 ms for a plain interpreter, ~100-250 ms behind
  * pyenv's shim, which is a bash script running `pyenv exec`), most of a no-op `all`'s engine time.
  *
- * The cache (`<workdir>/.ternforge/cache/system-python.json`) holds the answer with a fingerprint of
- * everything that decides which interpreter the command starts, and is used only while that fingerprint
- * and the interpreter's own files are unchanged:
+ * The cache (`<workdir>/.ternforge/cache/system-python.json`) holds answers by a fingerprint of
+ * everything that decides which interpreter the command starts (a few of them: `npm run` and a plain
+ * shell differ in PATH), each used only while that fingerprint and the interpreter's own files are unchanged:
  *   - the command as found on PATH (and PATH itself): its path and stat identity;
  *   - behind a pyenv shim, what `pyenv exec` chooses by: PYENV_VERSION, the first `.python-version`
  *     from PYENV_DIR (default the current directory) upward, `$PYENV_ROOT/version`, and the
@@ -23,6 +23,8 @@ import type { SystemPythonProbe } from '../schemas/generated/system-python-probe
 
 export const PROBE_SCHEMA = 'engine/system-python-probe.schema.json';
 const PROBE_FILE = 'system-python.json';
+/** Fingerprints kept (the schema's maxProperties). */
+const MAX_ENTRIES = 8;
 /** The answer when no interpreter runs: a valid fact (python-env then fails with its own error). */
 const ABSENT = 'absent';
 
@@ -162,20 +164,21 @@ export async function systemPython(cacheDir: string, o: ProbeOptions = {}): Prom
   const fp = fingerprint(command, env, cwd);
   const file = join(cacheDir, PROBE_FILE);
   const schemas = engineSchemaSet(join(dirname(cacheDir), 'schema-cache'));
-  if (fp !== null) {
-    const read = readJsonFile<SystemPythonProbe>(file, schemas, PROBE_SCHEMA);
-    const c = read.ok ? read.value : null;
-    if (c !== null && c.fingerprint === fp && statId(c.executable) === c.executableId && (c.lib === null || statId(c.lib) === c.libId)) {
-      return { version: c.version, cached: true };
-    }
+  const read = readJsonFile<SystemPythonProbe>(file, schemas, PROBE_SCHEMA);
+  const entries = read.ok && read.value !== null ? read.value.entries : {}; // an unreadable cache is only a cache
+  const c = fp === null ? undefined : entries[fp];
+  if (c !== undefined && statId(c.executable) === c.executableId && (c.lib === null || statId(c.lib) === c.libId)) {
+    return { version: c.version, cached: true };
   }
   const probed = await runProbe(command, env, cwd);
   if (probed === null) return { version: ABSENT, cached: false };
   const executableId = statId(probed.executable);
   const libId = probed.lib === null ? null : statId(probed.lib);
   if (fp !== null && executableId !== null && (probed.lib === null || libId !== null)) {
-    const entry: SystemPythonProbe = { schema: 1, fingerprint: fp, version: probed.version, executable: probed.executable, executableId, lib: probed.lib, libId };
-    writeFileAtomicSync(file, JSON.stringify(entry, null, 2) + '\n');
+    const kept = Object.entries(entries).filter(([k]) => k !== fp).sort((a, b) => a[1].probedAt.localeCompare(b[1].probedAt)).slice(-(MAX_ENTRIES - 1));
+    const entry = { version: probed.version, executable: probed.executable, executableId, lib: probed.lib, libId, probedAt: new Date().toISOString() };
+    const out: SystemPythonProbe = { schema: 2, entries: { ...Object.fromEntries(kept), [fp]: entry } };
+    writeFileAtomicSync(file, JSON.stringify(out, null, 2) + '\n');
   }
   return { version: probed.version, cached: false };
 }

@@ -59,6 +59,11 @@ test('the probe is cached, and the cache follows pyenv: PYENV_VERSION, .python-v
   const o = { env, cwd: project };
   expect(await systemPython(cache, o)).toEqual({ version: '3.11.7 (fake)', cached: false });
   expect(await systemPython(cache, o)).toEqual({ version: '3.11.7 (fake)', cached: true });
+  // Another PATH (npm run prepends node_modules/.bin) is another fingerprint, kept beside the first.
+  const npmLike = { env: { PATH: `${join(base, 'node_modules', '.bin')}:${env.PATH}` }, cwd: project };
+  expect(await systemPython(cache, npmLike)).toEqual({ version: '3.11.7 (fake)', cached: false });
+  expect(await systemPython(cache, o)).toEqual({ version: '3.11.7 (fake)', cached: true });
+  expect(await systemPython(cache, npmLike)).toEqual({ version: '3.11.7 (fake)', cached: true });
   // A `.python-version` in a parent directory switches the shim: the cache must not answer 3.11.7.
   writeFileSync(join(base, 'project', '.python-version'), '3.12.1\n');
   expect(await systemPython(cache, o)).toEqual({ version: '3.12.1 (fake)', cached: false });
@@ -73,6 +78,10 @@ test('the probe is cached, and the cache follows pyenv: PYENV_VERSION, .python-v
   expect(await systemPython(cache, o)).toMatchObject({ cached: true });
   fakeVersion('3.12.1');
   expect(await systemPython(cache, o)).toEqual({ version: '3.12.1 (fake)', cached: false });
+  // A damaged cache file is only a cache: probed again and rewritten.
+  writeFileSync(join(cache, 'system-python.json'), '{"schema": 2, "entries": ');
+  expect(await systemPython(cache, o)).toEqual({ version: '3.12.1 (fake)', cached: false });
+  expect(await systemPython(cache, o)).toEqual({ version: '3.12.1 (fake)', cached: true });
 });
 
 test('an interpreter that is not pyenv\'s shim nor a binary (an unknown script) is probed every time', async () => {

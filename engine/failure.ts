@@ -20,7 +20,7 @@ export type Failure =
   /** A JSON file (profile, lock, record, manifest) failed its schema. */
   | { reason: 'invalid-json'; path: string; errors: string[] }
   /** Another live process holds the workspace lock. */
-  | { reason: 'workspace-locked'; lockPath: string; ownerPid: number; ownerCommand: string; since: string }
+  | { reason: 'workspace-locked'; lockPath: string; ownerPid: number; ownerCommand: string; since: string; /** Set when the lock is another host's. */ ownerHost?: string }
   /** A Python worker exited non-zero (or was killed). */
   | { reason: 'worker-failed'; stage: string; command: string; exitCode: number | null; signal: string | null; stderrTail: string }
   /** A stage was asked to run but is not implemented yet (a later issue fills it in). */

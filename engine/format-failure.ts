@@ -24,7 +24,7 @@ export function formatFailure(f: Failure): string {
     case 'invalid-json':
       return `${f.path} is invalid:\n${f.errors.map((e) => `  ${e}`).join('\n')}`;
     case 'workspace-locked':
-      return `the workspace is locked by pid ${f.ownerPid} (${f.ownerCommand}) since ${f.since}\n  lock file: ${f.lockPath}\n  wait for it with --wait, or stop that process`;
+      return `the workspace is locked by pid ${f.ownerPid}${f.ownerHost !== undefined ? ` on host ${f.ownerHost}` : ''} (${f.ownerCommand}) since ${f.since}\n  lock file: ${f.lockPath}\n  wait for it with --wait, or stop that process${f.ownerHost !== undefined ? ' there (a lock of another host is never taken over from here: remove the file only if that run is gone)' : ''}`;
     case 'worker-failed': {
       const how = f.exitCode !== null ? `exited with code ${f.exitCode}` : f.signal !== null ? `was killed by ${f.signal}` : 'could not be started';
       return `stage ${f.stage}: worker ${how}\n  command: ${f.command}\n--- last lines of its stderr ---\n${f.stderrTail}${f.stderrTail.endsWith('\n') || f.stderrTail === '' ? '' : '\n'}--- end ---`;

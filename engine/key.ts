@@ -87,6 +87,8 @@ export interface KeyInputs {
   def: StageDef<unknown>;
   params: { [key: string]: JsonValue };
   root: string;
+  /** Where `facts` may cache probes (`<workdir>/.ternforge/cache`). */
+  cacheDir: string;
   hasher: FileHasher;
   upstream: Record<string, OutputDigest>;
   /** Known tool versions (node always; python/torch from the venv's ternforge-env.json). */
@@ -103,7 +105,7 @@ export async function computeKeyData(k: KeyInputs): Promise<Result<StageKeyData,
   if (!inputs.ok) return inputs;
   const tools: Partial<Record<Tool, string>> = {};
   for (const t of [...(k.def.tools ?? [])].sort()) tools[t] = k.toolVersions[t] ?? 'absent';
-  const facts = k.def.facts === undefined ? {} : await k.def.facts(k.params, k.root);
+  const facts = k.def.facts === undefined ? {} : await k.def.facts(k.params, k.root, k.cacheDir);
   const data: StageKeyData = { format: ENGINE_FORMAT, stage, code: code.value, params: k.params, inputs: inputs.value, upstream: { ...k.upstream }, tools, facts };
   if (k.pins !== undefined) data.pins = k.pins;
   return ok(data);

@@ -172,6 +172,7 @@ export class Session {
       def: this.def(stage),
       params: this.profile.sections[stage] as { [key: string]: JsonValue },
       root: this.root,
+      cacheDir: this.ws.factsCache,
       hasher: this.hasher,
       upstream,
       toolVersions: toolVersions(this.venv, this.schemas),

@@ -34,6 +34,10 @@ export class Workspace {
   get hashCache(): string {
     return join(this.dir, 'hash-cache.json');
   }
+  /** Probes a stage's `facts` keep across runs (engine/types.ts). */
+  get factsCache(): string {
+    return join(this.dir, 'cache');
+  }
   get schemaCache(): string {
     return join(this.dir, 'schema-cache');
   }

@@ -108,9 +108,10 @@ export interface StageDef<P = unknown> {
   readonly tools?: readonly Tool[];
   /**
    * Other facts about the environment that decide the outputs (e.g. the system Python's version for
-   * python-env); each name -> value enters the key under `facts`.
+   * python-env); each name -> value enters the key under `facts`. `cacheDir` (`<workdir>/.ternforge/cache`)
+   * may keep a costly probe's answer across runs, for as long as the stage can tell it still holds.
    */
-  facts?(params: P, root: string): Promise<Record<string, string>>;
+  facts?(params: P, root: string, cacheDir: string): Promise<Record<string, string>>;
   /** See OutputMode. Default `content`. */
   readonly outputs?: OutputMode;
   /**

@@ -4,7 +4,8 @@
  * exists), so a reader never sees half a lock. A lock of this host is taken over when its owner is gone:
  * the pid is dead, or it is alive but another process (its start time, /proc/<pid>/stat field 22, differs:
  * the pid was reused), or the lock was written in another boot (boot id differs: after a reboot or a
- * container restart a pid names nothing of ours).
+ * container restart a pid names nothing of ours). A lock of another host (a workspace on a shared file
+ * system) is never taken over: its pid and boot id say nothing here.
  */
 import { linkSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -104,7 +105,7 @@ export async function acquireWorkspaceLock(path: string, schemas: SchemaSet, opt
       if (again.ok && again.value !== null && again.value.pid === owner.pid && again.value.since === owner.since) rmSync(path, { force: true });
       continue;
     }
-    if (!opts.wait) return err({ reason: 'workspace-locked', lockPath: path, ownerPid: owner.pid, ownerCommand: owner.command, since: owner.since });
+    if (!opts.wait) return err({ reason: 'workspace-locked', lockPath: path, ownerPid: owner.pid, ownerCommand: owner.command, since: owner.since, ...(owner.hostname !== mine.hostname ? { ownerHost: owner.hostname } : {}) });
     if (!announcedWait) {
       opts.note(`waiting for the workspace lock held by pid ${owner.pid} (${owner.command}, since ${owner.since})`);
       announcedWait = true;

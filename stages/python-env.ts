@@ -9,7 +9,6 @@
  * A venv this stage did not build (no ternforge-env.json) or one given by $TERNFORGE_VENV is never
  * cleared: requirements are installed into it instead.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { prettyJson, sha256 } from '../engine/digest.ts';
@@ -21,6 +20,7 @@ import { defineStage, type StageContext } from '../engine/types.ts';
 import { stageFailed } from '../lib/failures.ts';
 import { checkPythonJson } from '../lib/worker-results.ts';
 import { ENV_INFO_FILE, readEnvInfo, venvDir, venvPython, type PythonEnvInfo } from '../engine/venv.ts';
+import { systemPython } from './system-python.ts';
 import type { PythonEnvParams } from '../schemas/generated/python-env.ts';
 import { exec as run } from '../lib/submission/exec.ts';
 import type { PythonVersions } from '../schemas/generated/python-versions.ts';
@@ -48,23 +48,6 @@ async function exec(ctx: StageContext<PythonEnvParams>, cmd: string, args: strin
   return err({ reason: 'worker-failed', stage: ctx.stage, command: r.command, exitCode: r.code, signal: r.signal, stderrTail: r.spawnError ?? lines.slice(-40).join('\n') });
 }
 
-/**
- * The system Python's version line (`sys.version`: version, build and compiler; no path of this machine,
- * since it is recorded in the evidence): it enters the key. `-S` skips importing `site`, which cannot change
- * the answer and was a third of the probe's time (a no-op `all` spends most of its engine time here).
- * A plain spawn, not zx: it runs on every pipeline invocation (the stage's facts), where importing zx
- * would cost more than the probe itself.
- */
-function systemPythonVersion(): Promise<string> {
-  return new Promise((resolve) => {
-    const child = spawn(SYSTEM_PYTHON, ['-S', '-c', 'import sys; print(" ".join(sys.version.split()))'], { stdio: ['ignore', 'pipe', 'ignore'] });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.once('error', () => resolve('absent'));
-    child.once('close', () => resolve(out.trim() || 'absent'));
-  });
-}
-
 const VERSIONS_SCRIPT = [
   'import json, platform',
   'from importlib import metadata',
@@ -77,14 +60,14 @@ const VERSIONS_SCRIPT = [
 export const stage = defineStage<PythonEnvParams>({
   name: 'python-env',
   summary: "Build the Python workers' virtual environment from a pinned requirements file",
-  code: ['stages/python-env.ts', 'engine/venv.ts', 'lib/worker-results.ts', 'schemas/workers/python-versions.schema.json'],
+  code: ['stages/python-env.ts', 'stages/system-python.ts', 'engine/venv.ts', 'lib/worker-results.ts', 'schemas/workers/python-versions.schema.json'],
   schema: 'schemas/stages/python-env.schema.json',
   inputs: (p) => [requirementsPath(p)],
   tools: ['node'],
   outputs: 'in-place',
   dir: venvDir,
   marker: ENV_INFO_FILE,
-  facts: async () => ({ systemPython: await systemPythonVersion() }),
+  facts: async (_params, _root, cacheDir) => ({ systemPython: (await systemPython(cacheDir)).version }),
   async run(ctx) {
     const dir = ctx.out;
     const schemas = engineSchemaSet();

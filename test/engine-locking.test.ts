@@ -1,6 +1,6 @@
 /** Interruption and the workspace lock: SIGKILL mid-write, two concurrent runs, a dead owner, SIGINT. */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -110,6 +110,21 @@ describe('interruption and locking', () => {
     } finally {
       sleeper.kill('SIGKILL');
     }
+  });
+
+  test("another host's lock is never taken over, even with a pid dead here and another boot id", async () => {
+    const lock = join(rig.workdir, '.ternforge', 'run.lock');
+    mkdirSync(join(rig.workdir, '.ternforge'), { recursive: true });
+    const other = `not-${hostname()}.example`;
+    const text = JSON.stringify({ pid: deadPid(), hostname: other, command: 'tsx pipeline.ts all', since: '2020-01-01T00:00:00.000Z', start_time: '1', boot_id: '00000000-0000-0000-0000-000000000000' });
+    writeFileSync(lock, text);
+    const r = await rig.run('all');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`error: the workspace is locked by pid ${JSON.parse(text).pid} on host ${other} (tsx pipeline.ts all) since 2020-01-01T00:00:00.000Z`);
+    expect(r.stderr).toContain('a lock of another host is never taken over from here');
+    expect(r.stderr).not.toContain('taking over');
+    expect(readFileSync(lock, 'utf8')).toBe(text); // untouched
+    expect(existsSync(join(rig.markers, 'a.started'))).toBe(false);
   });
 
   test('SIGINT aborts the stage, removes its temp dir, releases the lock and exits 130', async () => {

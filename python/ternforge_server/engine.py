@@ -188,6 +188,7 @@ class EngineStats:
     prefills: int = 0
     tokens: int = 0
     max_running: int = 0
+    batched_steps: int = 0  # decode steps that ran more than one request's row together
     busy_s: float = 0.0
 
 
@@ -350,6 +351,7 @@ class BatchEngine:
         self._last = nxt
         self.stats.steps += 1
         self.stats.max_running = max(self.stats.max_running, b)
+        self.stats.batched_steps += b > 1
         self._emit(nxt, 0)
 
     def _sample(self, logits: torch.Tensor, rows: list[_Row]) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """`python -m ternforge_server upstream --dir <submission> --port N [...]`: the built-in engine as a separate
 process, serving the token-id subset of vLLM's `/v1/completions` on loopback for the controller.
 
-    GET  /health          503 while loading; 200 {"status": "ok", "running": R, "waiting": W} once warmed up
+    GET  /health          503 while loading; 200 {"status": "ok", "running": R, "waiting": W, "tokens": T,
+                          "max_running": M, "batched_steps": B} once warmed up (B: decode steps of > 1 row)
     POST /v1/completions  {"prompt": [token ids], "max_tokens", "temperature", "top_p", "seed",
                            "presence_penalty", "frequency_penalty", "stop_token_ids", "stream"}
                           -> choices[0].token_ids (streamed per decode step with "stream": true); a stop id
@@ -112,7 +113,8 @@ def build_app(state: dict) -> Any:
         if engine is None:
             return JSONResponse({"status": "loading" if not state.get("error") else "failed"}, status_code=503)
         return JSONResponse({"status": "ok", "running": engine.running, "waiting": engine.waiting,
-                             "tokens": engine.stats.tokens})
+                             "tokens": engine.stats.tokens, "max_running": engine.stats.max_running,
+                             "batched_steps": engine.stats.batched_steps})
 
     async def completions(request: Request) -> Response:
         engine = state.get("engine")

@@ -11,28 +11,15 @@ from ternforge.quant.model import source_tensor_names
 P = "model.language_model.layers"
 
 
+@pytest.fixture(scope="module")
 def qwen35_4b_shapes() -> dict[str, tuple[int, ...]]:
-    """The text model of Qwen3.5-4B (DESIGN.md section 4), plus one vision and one MTP tensor."""
-    s: dict[str, tuple[int, ...]] = {"model.language_model.embed_tokens.weight": (248320, 2560),
-                                     "model.language_model.norm.weight": (2560,),
-                                     "model.visual.blocks.0.attn.qkv.weight": (3456, 1152),
-                                     "mtp.layers.0.mlp.up_proj.weight": (9216, 2560)}
-    for i in range(32):
-        p = f"{P}.{i}"
-        if i % 4 == 3:
-            s |= {f"{p}.self_attn.q_proj.weight": (8192, 2560), f"{p}.self_attn.k_proj.weight": (1024, 2560),
-                  f"{p}.self_attn.v_proj.weight": (1024, 2560), f"{p}.self_attn.o_proj.weight": (2560, 4096),
-                  f"{p}.self_attn.q_norm.weight": (256,), f"{p}.self_attn.k_norm.weight": (256,)}
-        else:
-            s |= {f"{p}.linear_attn.in_proj_qkv.weight": (8192, 2560), f"{p}.linear_attn.in_proj_z.weight": (4096, 2560),
-                  f"{p}.linear_attn.in_proj_b.weight": (32, 2560), f"{p}.linear_attn.in_proj_a.weight": (32, 2560),
-                  f"{p}.linear_attn.conv1d.weight": (8192, 1, 4), f"{p}.linear_attn.A_log": (32,),
-                  f"{p}.linear_attn.dt_bias": (32,), f"{p}.linear_attn.norm.weight": (128,),
-                  f"{p}.linear_attn.out_proj.weight": (2560, 4096)}
-        s |= {f"{p}.mlp.gate_proj.weight": (9216, 2560), f"{p}.mlp.up_proj.weight": (9216, 2560),
-              f"{p}.mlp.down_proj.weight": (2560, 9216), f"{p}.input_layernorm.weight": (2560,),
-              f"{p}.post_attention_layernorm.weight": (2560,)}
-    return s
+    """Every tensor of Qwen3.5-4B (text, vision tower, MTP head) from the project's own layout source: the
+    tiny generator's QWEN35_4B shape (DESIGN.md section 4's config values) through transformers' model on
+    the meta device, the same path that names and shapes the tiny checkpoint's tensors. No table kept here."""
+    from ternforge.sources.tiny import QWEN35_4B, build_config, build_tokenizer, tensor_specs
+
+    config = build_config(QWEN35_4B, build_tokenizer().ids, QWEN35_4B.vocab_size)
+    return {spec.name: spec.shape for spec in tensor_specs(config, QWEN35_4B)}
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -42,8 +29,9 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def test_the_audited_set_of_the_4b_model_has_the_documented_counts() -> None:
-    shapes = qwen35_4b_shapes()
+def test_the_audited_set_of_the_4b_model_has_the_documented_counts(qwen35_4b_shapes) -> None:
+    shapes = qwen35_4b_shapes
+    assert any(n.startswith("model.visual.") for n in shapes) and any(n.startswith("mtp.") for n in shapes)
     audited = {n: s for n, s in shapes.items() if is_audited(n)}
     assert len(audited) == 425
     assert sum(_numel(s) for s in audited.values()) == 3_570_052_096
@@ -52,8 +40,8 @@ def test_the_audited_set_of_the_4b_model_has_the_documented_counts() -> None:
 
 
 @pytest.mark.parametrize("g, target", [(32, 0.955), (64, 0.97), (128, 0.98)])
-def test_allocator_on_the_4b_shapes_stays_above_the_floor(g: int, target: float) -> None:
-    shapes = qwen35_4b_shapes()
+def test_allocator_on_the_4b_shapes_stays_above_the_floor(g: int, target: float, qwen35_4b_shapes) -> None:
+    shapes = qwen35_4b_shapes
     rng = random.Random(0)
     scores = {n: rng.lognormvariate(0, 1.5) for n, s in shapes.items() if is_audited(n) and not is_small(n, s)}
     a = allocate(shapes, AllocConfig(group_size=g, target_fraction=target, min_relative_score=1.0), scores)

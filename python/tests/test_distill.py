@@ -62,14 +62,18 @@ def test_resume_from_a_checkpoint_reaches_the_same_bytes(tiny_fetch_dir: Path, t
     first = distill(teacher, sm_b, st_b, seqs, KDConfig(**{**cfg.__dict__, "steps": 2}), tmp_path)
     assert (tmp_path / "kd-checkpoint.safetensors").exists() and len(first) == 2
     _, sm_c, st_c, _, _ = _setup(tiny_fetch_dir / "model")  # a fresh process's view: only the checkpoint
-    history = distill(teacher, sm_c, st_c, seqs, cfg, tmp_path)
-    assert [r["step"] for r in history] == [1, 2, 3, 4]
+    trained: list[int] = []
+    history = distill(teacher, sm_c, st_c, seqs, cfg, tmp_path, on_step=lambda r: trained.append(r["step"]))
+    # Resumed, not rerun: this run trained only steps 3 and 4; steps 1 and 2 are the checkpoint's records.
+    assert trained == [3, 4]
+    assert [r["step"] for r in history] == [1, 2, 3, 4] and history[:2] == first
     for name in st_a:
         assert st_a[name].U.detach().numpy().tobytes() == st_c[name].U.detach().numpy().tobytes()
         assert torch.equal(st_a[name].scale, st_c[name].scale)
 
 
-def test_cosine_schedule_warms_up_decays_to_zero_and_pins_steps_in_the_digest(tiny_fetch_dir: Path, tmp_path: Path) -> None:
+def test_cosine_schedule_warms_up_decays_to_zero_and_pins_steps_in_the_digest(tiny_fetch_dir: Path, tmp_path: Path,
+                                                                              capsys: pytest.CaptureFixture[str]) -> None:
     import math
 
     import pytest
@@ -89,8 +93,13 @@ def test_cosine_schedule_warms_up_decays_to_zero_and_pins_steps_in_the_digest(ti
     h = distill(teacher, sm, st, seqs, short, tmp_path)
     assert h[-1]["lr"] < h[0]["lr"]
     _, sm2, st2, _, _ = _setup(tiny_fetch_dir / "model")
-    longer = distill(teacher, sm2, st2, seqs, KDConfig(**{**short.__dict__, "steps": 3}), tmp_path)
-    assert [r["step"] for r in longer] == [1, 2, 3]  # started over
+    capsys.readouterr()
+    trained: list[int] = []
+    longer = distill(teacher, sm2, st2, seqs, KDConfig(**{**short.__dict__, "steps": 3}), tmp_path,
+                     on_step=lambda r: trained.append(r["step"]))
+    assert trained == [1, 2, 3] and [r["step"] for r in longer] == [1, 2, 3]  # started over
+    err = capsys.readouterr().err  # and said so: a discarded checkpoint is never silent
+    assert "kd-checkpoint.json is of other settings" in err and "discarding its 2 steps, starting at step 0" in err
 
 
 def test_teacher_transcripts_are_templated_prompts_with_the_teachers_greedy_answers(tiny_fetch_dir: Path) -> None:

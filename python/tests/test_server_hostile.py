@@ -40,9 +40,17 @@ def health_latency_during(server: ServerProcess, hostile, seconds: float = 2.0) 
     (one after another, 20 ms apart: a hostile client, not a flood); returns the /health latencies and the
     hostile requests' results."""
     latencies: list[float] = []
+    statuses: list[bytes] = []
+    errors: list[BaseException] = []
     done = threading.Event()
 
     def poll() -> None:
+        try:
+            _poll()
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread (an assert here only ends the thread)
+            errors.append(e)
+
+    def _poll() -> None:
         with socket.create_connection(("127.0.0.1", server.port)) as s:  # keep-alive: no connect cost measured
             f = s.makefile("rb")
             while not done.is_set():
@@ -55,7 +63,7 @@ def health_latency_during(server: ServerProcess, hostile, seconds: float = 2.0) 
                         length = int(line.split(b":")[1])
                 f.read(length)
                 latencies.append(time.perf_counter() - t0)
-                assert b" 200 " in status
+                statuses.append(status)
                 time.sleep(0.01)
 
     poller = threading.Thread(target=poll)
@@ -70,6 +78,7 @@ def health_latency_during(server: ServerProcess, hostile, seconds: float = 2.0) 
     finally:
         done.set()
         poller.join()
+    assert errors == [] and statuses and all(b" 200 " in s for s in statuses), (errors, set(statuses))
     return latencies, results
 
 

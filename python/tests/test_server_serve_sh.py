@@ -138,16 +138,16 @@ print(json.dumps({"argv": sys.argv[1:], "pip": importlib.util.find_spec("pip") i
 '''
 
 
-def _installable(tmp: Path, uv_wheel: Path, *, bad_hash: bool = False) -> Path:
+def _installable(tmp: Path, uv_wheel: Path, *, bad_hash: bool = False, probe_tag: str = "py3-none-any") -> Path:
     sub = tmp / "sub"
     (sub / "wheels").mkdir(parents=True)
     shutil.copy(SERVE_SH, sub / "serve.sh")
     (sub / "server" / "ternforge_server").mkdir(parents=True)
     (sub / "server" / "ternforge_server" / "__init__.py").write_text("")
     (sub / "server" / "ternforge_server" / "__main__.py").write_text(STUB_SERVER)
-    probe = sub / "wheels" / "tfprobe-1.0-py3-none-any.whl"
+    probe = sub / "wheels" / f"tfprobe-1.0-{probe_tag}.whl"
     _wheel(probe, {"tfprobe/__init__.py": b"VALUE = 1\n", "tfprobe.pth": b"tfprobe_extra_dir\n",
-                   "tfprobe_extra_dir/tfprobe_extra.py": b"EXTRA = 1\n"}, "tfprobe", "1.0")
+                   "tfprobe_extra_dir/tfprobe_extra.py": b"EXTRA = 1\n"}, "tfprobe", "1.0", tag=probe_tag)
     os.link(uv_wheel, sub / "wheels" / UV_WHEEL)
     probe_hash = "0" * 64 if bad_hash else _sha256(probe)
     (sub / "requirements-serve.txt").write_text(
@@ -198,6 +198,21 @@ def test_a_failed_install_exits_4_with_uvs_reason_and_leaves_nothing(tmp_path: P
     r = _run(sub, PYTHON=sys.executable)
     assert r.returncode == 4, r.stderr
     assert "[serve.sh] install failed:" in r.stderr and "tfprobe" in r.stderr and "ash" in r.stderr  # hash mismatch
+    assert sorted(p.name for p in sub.iterdir()) == ["requirements-serve.txt", "serve.sh", "server", "wheels"]
+
+
+def test_a_wheel_of_another_platform_passes_the_pre_check_and_fails_the_install_naming_it(tmp_path: Path,
+                                                                                         uv_wheel: Path) -> None:
+    """The pre-check reads names and versions only, so a wheel built for another platform (here Windows)
+    passes it; the offline install then refuses it: exit 4 with uv's reason, nothing left behind, no server."""
+    sub = _installable(tmp_path, uv_wheel, probe_tag="cp311-cp311-win_amd64")
+    r = _run(sub, PYTHON=sys.executable)
+    assert r.returncode == 4, r.stderr
+    assert "missing wheels" not in r.stderr  # the pre-check passed: tfprobe==1.0 is in wheels/
+    assert "installing 1 wheels with uv 0.13.9" in r.stderr
+    assert "[serve.sh] install failed:" in r.stderr and "tfprobe" in r.stderr
+    assert "win_amd64" in r.stderr or "platform" in r.stderr, r.stderr  # uv says why: the platform
+    assert r.stdout.strip() == ""  # the server never started
     assert sorted(p.name for p in sub.iterdir()) == ["requirements-serve.txt", "serve.sh", "server", "wheels"]
 
 

@@ -78,6 +78,11 @@ def _raw_post(port: int, path: str, body: dict) -> socket.socket:
 
 LONG = {"model": "x", "prompt": "once upon time there was cat", "max_tokens": 4000, "temperature": 0,
         "stop": None}
+# How long a freed slot may take to show: generous (20 ms measured on a quiet machine); what proves the
+# cancellation is the token count, not the clock: a dropped row decodes a few more tokens (1 measured),
+# one left running decodes to its end (540 more measured on the fixture, with cancel() made a no-op).
+FREED_WITHIN_S = 60
+DROPPED_WITHIN_TOKENS = 64
 
 
 def test_controller_and_upstream_are_separate_processes_and_report_the_engine(server: ServerProcess) -> None:
@@ -124,21 +129,25 @@ def test_client_disconnecting_mid_stream_frees_its_upstream_slot(server: ServerP
         chunk = s.recv(65536)
         assert chunk, "the server closed the stream early"
         got += chunk
-    assert _upstream_health(server)["running"] == 1  # the request is decoding upstream ...
+    before = _upstream_health(server)
+    assert before["running"] == 1  # the request is decoding upstream ...
     s.close()
-    t0 = time.monotonic()
-    assert _wait(lambda: _upstream_health(server)["running"] == 0, 5)  # ... and its slot is freed
-    assert time.monotonic() - t0 < 3.0  # 20 ms measured on a quiet machine; slack for a loaded CI box
+    # ... and its slot is freed by the cancellation, not by the answer running to its end: no clock bound,
+    # the engine's token count says the row was dropped within a few steps.
+    assert _wait(lambda: _upstream_health(server)["running"] == 0, FREED_WITHIN_S)
+    after = _upstream_health(server)
+    assert after["tokens"] - before["tokens"] < DROPPED_WITHIN_TOKENS, (before, after)
 
 
 def test_abandoned_non_streaming_requests_free_their_slots(server: ServerProcess) -> None:
     socks = [_raw_post(server.port, "/v1/completions", LONG) for _ in range(16)]
     assert _wait(lambda: _upstream_health(server)["running"] == 16, 30)
+    before = _upstream_health(server)
     for s in socks:
         s.close()
-    t0 = time.monotonic()
-    assert _wait(lambda: _upstream_health(server)["running"] + _upstream_health(server)["waiting"] == 0, 5)
-    assert time.monotonic() - t0 < 3.0  # 20 ms measured on a quiet machine; slack for a loaded CI box
+    assert _wait(lambda: _upstream_health(server)["running"] + _upstream_health(server)["waiting"] == 0, FREED_WITHIN_S)
+    after = _upstream_health(server)  # dropped, not finished: far fewer tokens than 16 full answers
+    assert after["tokens"] - before["tokens"] < 16 * DROPPED_WITHIN_TOKENS, (before, after)
     # A burst of valid requests right after is answered in full.
     body = {"model": "x", "prompt": "hello world", "max_tokens": 8, "temperature": 0}
 

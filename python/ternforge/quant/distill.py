@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from ..events import log
 from .chatdata import eos_ids
 from .config import KDConfig, Paths, QuantizeConfig
 from .interchange import TernaryTensor
@@ -230,6 +231,9 @@ def _load(work: Path, digest: str, student: dict[str, TernaryLinear], opt: torch
         return 0, []
     state = json.loads(js.read_text())
     if state.get("digest") != digest:
+        # Not silent: a checkpoint of other settings is discarded and the whole run starts over.
+        log(f"distill: {js} is of other settings (digest {str(state.get('digest'))[:12]} != {digest[:12]}): "
+            f"discarding its {state.get('step')} steps, starting at step 0")
         return 0, []
     step = int(state["step"])
     tensors = load_file(str(st))

@@ -205,3 +205,28 @@ def test_micro_batches_accumulate_to_the_full_batch_step(tiny_fetch_dir: Path) -
     assert differ / total < 0.01
     for step in (0, 1):
         assert runs["micro"][0][step]["loss"] == pytest.approx(runs["full"][0][step]["loss"], rel=1e-4)
+
+
+def test_hidden_cos_is_one_minus_cosine_per_position_ignores_norms_and_lowers_while_training(tiny_fetch_dir: Path) -> None:
+    """kd.hidden_cos (TernaryLLM's OFF): the term is the mean over layers and positions of 1 - cos; scaling a
+    student hidden state leaves it unchanged (an MSE would not); in the loop it enters the loss with its
+    weight, is recorded, and distillation with a dominant weight lowers it."""
+    from ternforge.quant.distill import _micro_loss, hidden_cos_loss
+
+    t = (torch.zeros(1, 2, 3), torch.tensor([[[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]]), torch.tensor([[[1.0, 1.0, 0.0], [3.0, 0.0, 0.0]]]))
+    s = (torch.zeros(1, 2, 3), torch.tensor([[[5.0, 0.0, 0.0], [0.0, 0.0, 1.0]]]), torch.tensor([[[1.0, 1.0, 0.0], [-1.0, 0.0, 0.0]]]))
+    # layer 1: positions at cos 1 and 0 -> 0.5; layer 2: cos 1 and -1 -> 1.0; the embeddings (index 0) are left out
+    assert float(hidden_cos_loss(s, t)) == pytest.approx(0.75)
+    assert float(hidden_cos_loss(tuple(3 * x for x in s), t)) == pytest.approx(0.75)
+
+    teacher, sm, st, _, seqs = _setup(tiny_fetch_dir / "model")
+    ids = seqs[:4]
+    off = _micro_loss(teacher, sm, ids, KDConfig(), False, [])
+    on = _micro_loss(teacher, sm, ids, KDConfig(hidden_cos=2.0), True, [])
+    assert float(off[3]) == 0.0 and 0 < float(on[3]) < 2
+    assert float(on[0]) == pytest.approx(float(off[0]) + 2.0 * float(on[3]), rel=1e-5)
+    history = distill(teacher, sm, st, seqs, KDConfig(steps=12, lr=0.05, scale_lr=5e-3, batch_size=4, hidden_cos=50.0))
+    assert all(math.isfinite(r["hidden_cos"]) and r["hidden_cos"] > 0 for r in history)
+    with torch.no_grad():
+        after = _micro_loss(teacher, sm, ids, KDConfig(hidden_cos=2.0), True, [])
+    assert float(after[3]) < 0.8 * float(on[3]), (float(on[3]), float(after[3]))

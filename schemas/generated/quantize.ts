@@ -86,6 +86,10 @@ export interface QuantizeParams {
     temperature?: number;
     hidden_mse?: number;
     /**
+     * Weight of the hidden-state cosine term (TernaryLLM's OFF): mean over layers and positions of 1 - cos(student hidden state, teacher hidden state), added to the KL; 0 (default): off.
+     */
+    hidden_cos?: number;
+    /**
      * Rows per optimizer step (the effective batch).
      */
     batch_size?: number;

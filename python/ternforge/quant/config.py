@@ -67,6 +67,7 @@ class KDConfig:
     weight_decay: float = 0.0
     temperature: float = 1.0
     hidden_mse: float = 0.0  # weight of the hidden-state term; 0 disables it
+    hidden_cos: float = 0.0  # weight of the hidden-state cosine term (1 - cos per position, TernaryLLM's OFF); 0: off
     batch_size: int = 4
     checkpoint_every: int = 50
     seed: int = 0  # the quantize section's seed (not a kd key)
@@ -123,7 +124,7 @@ ENUMS = {("", "method"): METHOD_NAMES, ("", "dtype"): DTYPES, ("gptq", "scale_se
          ("twn", "search"): SEARCHES, ("kd", "schedule"): SCHEDULES, ("kd", "latent_dtype"): LATENT_DTYPE_NAMES}
 MINIMUM = {("", "group_size"): 4, ("", "max_file_bytes"): 1024, ("", "seed"): 0, ("kd", "checkpoint_every"): 1,
            ("kd", "batch_size"): 1,
-           ("kd", "chat_max_new"): 1, ("kd", "stop_weight"): 0}
+           ("kd", "chat_max_new"): 1, ("kd", "stop_weight"): 0, ("kd", "hidden_cos"): 0}
 
 
 def _check(section: str, key: str, value: Any, hint: Any, problems: list[str]) -> Any:

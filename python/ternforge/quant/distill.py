@@ -14,6 +14,9 @@ tensors) is frozen at the source values, so the emitted codes and scales are the
 Loss on calibration sequences, teacher logits computed on the fly (no cache); with `logit_chunk` the head and
 the KL run a chunk of positions at a time (chunked_kd_loss), so full logits never exist at once:
     L = tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau))  +  hidden_mse * mean_l ||h_s,l - h_t,l||^2 / ||h_t,l||^2
+        + hidden_cos * mean_l mean_positions (1 - cos(h_s,l, h_t,l))
+(the cosine term is TernaryLLM's OFF, Chen et al. 2024: per position it ignores the hidden state's norm, so
+the few outlier channels that dominate a squared error do not dominate it),
 where the KL's mean over positions may weigh each position by 1 + stop_weight * p_t(end of turn): where an
 answer ends, one position in a hundred, is where a weak student fails by looping on instead of stopping, and
 at weight 1 those positions are a rounding error of the loss. The teacher decides the weight (no labels),
@@ -180,6 +183,13 @@ def hidden_loss(hs: tuple[torch.Tensor, ...], ht: tuple[torch.Tensor, ...]) -> t
     return torch.stack(terms).mean()
 
 
+def hidden_cos_loss(hs: tuple[torch.Tensor, ...], ht: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Mean over layers (every decoder layer's output, the last one normed, as hidden_loss) and positions of
+    1 - cos(student, teacher): 0 when every position points the teacher's way whatever its norm."""
+    terms = [(1 - F.cosine_similarity(a.float(), b.float(), dim=-1, eps=1e-8)).mean() for a, b in zip(hs[1:], ht[1:])]
+    return torch.stack(terms).mean()
+
+
 def _order(n: int, seed: int, epoch: int) -> list[int]:
     g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     return torch.randperm(n, generator=g).tolist()
@@ -283,8 +293,8 @@ def layer_checkpointing(model: nn.Module, enabled: bool = True) -> Iterator[None
 
 
 def _micro_loss(teacher: nn.Module, student_model: nn.Module, ids: torch.Tensor, cfg: KDConfig, hidden: bool,
-                stop: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(loss, kl, hidden mse) of one micro-batch, the teacher run without gradients."""
+                stop: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss, kl, hidden mse, hidden cosine distance) of one micro-batch, the teacher run without gradients."""
     if cfg.logit_chunk > 0:
         with torch.no_grad():
             t_last, t_hidden = _final_hidden(teacher, ids, hidden)
@@ -296,11 +306,14 @@ def _micro_loss(teacher: nn.Module, student_model: nn.Module, ids: torch.Tensor,
             t_logits, t_hidden = _outputs(teacher, ids, hidden)
         s_logits, s_hidden = _outputs(student_model, ids, hidden)
         loss, kl = kd_loss(s_logits, t_logits, cfg.temperature, stop, cfg.stop_weight)
-    mse = torch.zeros(())
-    if hidden:
+    mse = cos = torch.zeros(())
+    if hidden and cfg.hidden_mse > 0:
         mse = hidden_loss(s_hidden, t_hidden)
         loss = loss + cfg.hidden_mse * mse
-    return loss, kl, mse
+    if hidden and cfg.hidden_cos > 0:
+        cos = hidden_cos_loss(s_hidden, t_hidden)
+        loss = loss + cfg.hidden_cos * cos
+    return loss, kl, mse, cos
 
 
 def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, TernaryLinear], seqs: torch.Tensor,
@@ -327,7 +340,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     work = Path(work_dir) if work_dir is not None else None
     step, history = _load(work, digest, student, opt) if work is not None else (0, [])
     device = next(iter(student.values())).U.device
-    hidden = cfg.hidden_mse > 0
+    hidden = cfg.hidden_mse > 0 or cfg.hidden_cos > 0
     stop = sorted(eos_ids(teacher)) if cfg.stop_weight > 0 else []
     bases = [g["lr"] for g in opt.param_groups]
     mb = cfg.micro_batch or cfg.batch_size
@@ -339,15 +352,16 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             batch = _batch_at(step, seqs, cfg.batch_size, cfg.seed)
             parts = batch.split(mb)
             opt.zero_grad(set_to_none=True)
-            loss_v = kl_v = mse_v = 0.0
+            loss_v = kl_v = mse_v = cos_v = 0.0
             for part in parts:
-                loss, kl, mse = _micro_loss(teacher, student_model, part.to(device), cfg, hidden, stop)
+                loss, kl, mse, cos = _micro_loss(teacher, student_model, part.to(device), cfg, hidden, stop)
                 share = part.shape[0] / batch.shape[0]
                 (loss if len(parts) == 1 else loss * share).backward()
                 loss_v += float(loss.detach()) * share
                 kl_v += float(kl.detach()) * share
                 mse_v += float(mse.detach()) * share
-                del loss, kl, mse
+                cos_v += float(cos.detach()) * share
+                del loss, kl, mse, cos
             gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)) if cfg.grad_clip > 0 else math.nan
             opt.step()
             with torch.no_grad():
@@ -355,7 +369,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
                     tl.U.clamp_(-U_MAX, U_MAX)
                     tl.scale.clamp_(min=1e-8)
             step += 1
-            rec = {"step": step, "loss": loss_v, "kl": kl_v, "hidden_mse": mse_v, "grad_norm": gnorm,
+            rec = {"step": step, "loss": loss_v, "kl": kl_v, "hidden_mse": mse_v, "hidden_cos": cos_v, "grad_norm": gnorm,
                    "lr": opt.param_groups[0]["lr"]}
             history.append(rec)
             if on_step is not None:

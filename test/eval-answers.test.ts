@@ -138,9 +138,9 @@ describe('the answer set', () => {
       [(s) => (s.questions[0]!.kind = 'weather'), 'kind weather is not declared in kinds'],
       [(s) => (s.questions[0]!.accept = ['?!']), 'accepted spelling "?!" has no letters or digits'],
       [(s) => (s.questions[0]!.accept = ['France']), 'accepted spelling "France" occurs in the question'],
-      [(s) => (s.questions.find((q) => q.kind === 'arithmetic')!.accept = ['5', '6']), 'a number answer is exactly one non-negative integer in digits, got ["5","6"]'],
-      [(s) => (s.questions.find((q) => q.kind === 'arithmetic')!.accept = ['2.5']), 'a number answer is exactly one non-negative integer in digits, got ["2.5"]'],
-      [(s) => (s.questions.find((q) => q.id === 'arithmetic-7-plus-5')!.accept = ['7']), 'the answer 7 is a number the question states'],
+      [(s) => (s.questions.find((q) => q.kind === 'count')!.accept = ['5', '6']), 'a number answer is exactly one non-negative integer in digits, got ["5","6"]'],
+      [(s) => (s.questions.find((q) => q.kind === 'count')!.accept = ['2.5']), 'a number answer is exactly one non-negative integer in digits, got ["2.5"]'],
+      [(s) => (s.questions.find((q) => q.id === 'count-legs-spider')!.question = 'Does a spider have 8 legs?'), 'the answer 8 is a number the question states'],
     ];
     for (const [edit, detail] of cases) {
       const r = await loadAnswerSet(await variant(edit));

@@ -7,27 +7,24 @@
  *
  * Answer retention (lib/eval/answers.ts): the open-answer set is asked of the submission, then of the
  * full-precision model (fetch-model's checkpoint, served by the same server code with the submission's
- * sampling defaults, lib/eval/float-reference.ts); `answers.json` holds both reports and the per-kind
+ * sampling defaults, lib/eval/serve-model.ts); `answers.json` holds both reports and the per-kind
  * retention, and `eval.md` its table.
  *
  * Uncached: it measures a live server, which its declared inputs do not fully decide.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prettyJson } from '../engine/digest.ts';
-import type { Failure } from '../engine/failure.ts';
-import { err, ok, type Result } from '../engine/result.ts';
+import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
-import { formatRetention, loadAnswerSet, retentionTable, runAnswers, type AnswerReport } from '../lib/eval/answers.ts';
-import { writeFloatReference } from '../lib/eval/float-reference.ts';
+import { ANSWER_MAX_TOKENS, ANSWER_SET, askServed, formatRetention, loadAnswerSet, retentionTable, runAnswers, type AnswerReport } from '../lib/eval/answers.ts';
 import { loadQuestionSets } from '../lib/eval/questions.ts';
 import { runEval, type EvalReport } from '../lib/eval/run.ts';
 import { formatTable } from '../lib/eval/score.ts';
+import { serving, writeFloatReference, type ServeOptions } from '../lib/eval/serve-model.ts';
 import { requestFieldMeasure, sweep } from '../lib/eval/sweep.ts';
-import { stopGroup } from '../lib/smoke/runner.ts';
-import { freePort } from '../lib/smoke/smoke.ts';
+import { ARCHITECTURE } from '../lib/submission/layout.ts';
 import type { EvalParams } from '../schemas/generated/eval.ts';
 
 export const stage = defineStage<EvalParams>({
@@ -57,7 +54,9 @@ export const stage = defineStage<EvalParams>({
         signal: ctx.signal,
       };
       const answerOptions = { ...common, set: answerSet.value, maxTokens: p.answers?.maxTokens ?? ANSWER_MAX_TOKENS };
-      const served = await serving(ctx.python, ctx.upstream('emit'), ctx.upstream('emit'), join(scratch, 'submission'), (p.startupLimitS ?? 300) * 1000, ctx.signal, async (baseUrl) => {
+      const submission = ctx.upstream('emit');
+      const serve = (dir: string, name: string): ServeOptions => ({ python: ctx.python, serverPath: join(submission, 'server'), dir, scratch: join(scratch, name), startupLimitMs: (p.startupLimitS ?? 300) * 1000, signal: ctx.signal });
+      const served = await serving(serve(submission, 'submission'), async (baseUrl) => {
         ctx.log(`submission served on ${baseUrl}`);
         const evalCommon = {
           ...common,
@@ -88,12 +87,11 @@ export const stage = defineStage<EvalParams>({
       if (!served.ok) return served;
       if (ctx.signal.aborted) return err({ reason: 'interrupted', stage: ctx.stage });
 
-      const reference = await writeFloatReference(join(ctx.upstream('fetch-model'), 'model'), ctx.upstream('emit'), join(scratch, 'float-reference'));
+      const architecture = join(submission, ARCHITECTURE);
+      const reference = await writeFloatReference(join(ctx.upstream('fetch-model'), 'model'), existsSync(architecture) ? architecture : null, join(scratch, 'float-reference'));
       if (!reference.ok) return err({ reason: 'stage-failed', stage: ctx.stage, detail: reference.error });
-      const floatServed = await serving(ctx.python, ctx.upstream('emit'), reference.value, join(scratch, 'float'), (p.startupLimitS ?? 300) * 1000, ctx.signal, async (baseUrl) => {
-        ctx.log(`full-precision reference served on ${baseUrl}`);
-        return ok(await runAnswers({ ...answerOptions, baseUrl }));
-      });
+      ctx.log('serving the full-precision reference');
+      const floatServed = await askServed(serve(reference.value, 'float'), answerOptions);
       if (!floatServed.ok) return floatServed;
       if (ctx.signal.aborted) return err({ reason: 'interrupted', stage: ctx.stage });
 
@@ -125,32 +123,8 @@ export const stage = defineStage<EvalParams>({
   },
 });
 
-/** The default `max_tokens` of answer requests: the float smol model's right answers end well within it. */
-const ANSWER_MAX_TOKENS = 128;
-/** The default answer set. */
-const ANSWER_SET = 'data/answers/everyday.json';
 function answerSetPath(p: EvalParams): string {
   return p.answers?.set ?? ANSWER_SET;
-}
-
-/**
- * Serve the model of `dir` with the submission's server code (`<submission>/server`), run `use` against
- * it, stop it. The server writes nothing into `dir`.
- */
-async function serving<T>(python: string, submission: string, dir: string, scratch: string, limitMs: number, signal: AbortSignal, use: (baseUrl: string) => Promise<Result<T, Failure>>): Promise<Result<T, Failure>> {
-  mkdirSync(scratch, { recursive: true });
-  const port = await freePort();
-  const server = startServer(python, submission, dir, port, scratch);
-  let serverLog = '';
-  server.stderr?.on('data', (b: Buffer) => (serverLog = (serverLog + b.toString()).slice(-20_000)));
-  try {
-    const baseUrl = `http://127.0.0.1:${port}`;
-    const ready = await waitHealthy(baseUrl, limitMs, server, signal);
-    if (!ready.ok) return err({ reason: 'stage-failed', stage: 'eval', detail: `serving ${dir}: ${ready.error}; server log tail:\n${serverLog.split('\n').slice(-20).join('\n')}` });
-    return await use(baseUrl);
-  } finally {
-    if (server.pid !== undefined) await stopGroup(server.pid, () => server.exitCode !== null || server.signalCode !== null);
-  }
 }
 
 /** Repository-relative question set files: the profile's, or every `*.json` in the default directory. */
@@ -162,34 +136,4 @@ function evalSetPaths(p: EvalParams, root: string): string[] {
 }
 function sweepSetPaths(p: EvalParams, root: string): string[] {
   return p.sweep?.sets ?? jsonFilesIn(root, 'data/selection');
-}
-
-/** The emitted server code serving `dir` on its own process group, offline, writing nothing into `dir`. */
-function startServer(python: string, submission: string, dir: string, port: number, scratch: string): ChildProcess {
-  return spawn(python, ['-m', 'ternforge_server', '--dir', dir, '--host', '127.0.0.1', '--port', String(port), '--startup-report', join(scratch, 'startup-report.json')], {
-    detached: true,
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: scratch,
-      TMPDIR: scratch,
-      PYTHONPATH: join(submission, 'server'),
-      PYTHONDONTWRITEBYTECODE: '1',
-      HF_HUB_OFFLINE: '1',
-      TRANSFORMERS_OFFLINE: '1',
-    },
-  });
-}
-
-/** Seconds until `/health` answered 200; an error when the server exits or the limit passes first. */
-async function waitHealthy(baseUrl: string, limitMs: number, server: ChildProcess, signal: AbortSignal): Promise<Result<number, string>> {
-  const t0 = performance.now();
-  while (performance.now() - t0 < limitMs) {
-    if (signal.aborted) return { ok: false, error: 'interrupted' };
-    if (server.exitCode !== null || server.signalCode !== null) return { ok: false, error: `the server exited (${server.exitCode ?? server.signalCode}) before /health answered 200` };
-    const status = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2000) }).then((r) => r.status, () => 0);
-    if (status === 200) return ok((performance.now() - t0) / 1000);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  return { ok: false, error: `/health did not answer 200 within ${limitMs / 1000} s` };
 }

@@ -23,9 +23,17 @@ import type { AnswerQuestion, AnswerSet } from '../../schemas/generated/answer-s
 import { numbersIn, normalise, scoreNumber, scoreWord, type AnswerScore } from './answer-score.ts';
 import { completeAll, type ClientSettings } from './client.ts';
 import { answerText } from './content.ts';
+import { serving, type ServeOptions } from './serve-model.ts';
 import { zeroReason } from './score.ts';
 
 export const ANSWER_SCHEMA = 'answer-set.schema.json';
+/** The answer set every profile's eval stage and bench:quality ask by default (repository-relative). */
+export const ANSWER_SET = 'data/answers/everyday.json';
+/**
+ * The default `max_tokens` of answer requests: the full-precision smol model's right answers end well
+ * within it (a reply cut off there scores zero).
+ */
+export const ANSWER_MAX_TOKENS = 128;
 
 /** A validated answer set and where it came from. */
 export interface LoadedAnswerSet {
@@ -195,6 +203,11 @@ export async function runAnswers(opts: RunAnswersOptions): Promise<AnswerReport>
     rows: [...kinds.map((k) => kindRow(k, outcomes.filter((o) => o.kind === k))), kindRow(ALL_KINDS, outcomes)],
     outcomes,
   };
+}
+
+/** Serve `serve.dir` (serve-model.ts), ask the answer set, stop the server. */
+export async function askServed(serve: ServeOptions, opts: Omit<RunAnswersOptions, 'baseUrl' | 'signal'>): Promise<Result<AnswerReport, Failure>> {
+  return serving(serve, async (baseUrl) => ok(await runAnswers({ ...opts, baseUrl, signal: serve.signal })));
 }
 
 /** One kind, float and ternary side by side. */

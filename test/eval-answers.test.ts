@@ -178,10 +178,11 @@ describe('nothing that fits weights takes the answer set', () => {
     }
   });
 
-  it('no question of the set appears in the Python workers (quantize, calibration, teacher prompts)', async () => {
+  it('no question of the set appears in the Python workers (quantize, calibration, teacher prompts) or in selection data', async () => {
     const r = await loadAnswerSet(join(root, SET), root);
     if (!r.ok) throw new Error(JSON.stringify(r.error));
-    const files = filesUnder(join(root, 'python', 'ternforge'), ['.py', '.txt', '.json', '.jsonl', '.jinja', '.md']);
+    const files = [...filesUnder(join(root, 'python', 'ternforge'), ['.py', '.txt', '.json', '.jsonl', '.jinja', '.md']), ...filesUnder(join(root, 'data', 'selection'), ['.json'])];
+    expect(files.filter((f) => f.includes('/data/selection/')).length).toBeGreaterThan(0);
     expect(files.length).toBeGreaterThan(10);
     const texts = files.map((f) => [f, readFileSync(f, 'utf8').toLowerCase()] as const);
     for (const q of r.value.set.questions) {

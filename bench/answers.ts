@@ -13,7 +13,7 @@
  * bench:quality uses `answerReports` for its answer rows.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { ANSWER_MAX_TOKENS, ANSWER_SET, askServed, formatRetention, loadAnswerSet, retentionTable, type AnswerReport, type RetentionRow } from '../lib/eval/answers.ts';
 import { writeFloatReference, writePackedServable, type ServeOptions } from '../lib/eval/serve-model.ts';
@@ -73,10 +73,15 @@ export async function answerReports(opts: { profile: string; modelDir: string; m
     reports[name] = r.value;
     seconds[name] = (Date.now() - t0) / 1000;
   };
-  const reference = await writeFloatReference(opts.modelDir, null, join(opts.work, FLOAT, 'served'));
+  // Each model's directory is made afresh: nothing of an earlier run (another model under the same name) is served.
+  const fresh = (name: string): string => {
+    rmSync(join(opts.work, name), { recursive: true, force: true });
+    return join(opts.work, name);
+  };
+  const reference = await writeFloatReference(opts.modelDir, null, join(fresh(FLOAT), 'served'));
   if (!reference.ok) throw new Error(reference.error);
   await ask(FLOAT, reference.value);
-  for (const [name, model] of Object.entries(opts.models)) await ask(name, servable(model, opts.modelDir, join(opts.work, name)));
+  for (const [name, model] of Object.entries(opts.models)) await ask(name, servable(model, opts.modelDir, fresh(name)));
   const retention = Object.fromEntries(Object.keys(opts.models).map((n) => [n, retentionTable(reports[FLOAT]!, reports[n]!)]));
   return { reports, retention, seconds };
 }

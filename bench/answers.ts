@@ -8,7 +8,8 @@
  * `.ternforge/<profile>/fetch-model/outputs/model`). Every model is served by the repository's server
  * (python/ternforge_server) with the profile's `emit.sampling_defaults`, as its submission would be, and
  * asked the answer set (lib/eval/answers.ts); prints the per-kind table of each against the float model and
- * writes the reports as JSON (`--out`, default bench/results/answers.json).
+ * writes the reports as JSON (`--out`, default bench/results/answers.json). `--float-from FILE` takes the
+ * full-precision report from such a JSON of an earlier run instead of serving the reference again.
  *
  * bench:quality uses `answerReports` for its answer rows.
  */
@@ -57,8 +58,13 @@ export interface AnswerRun {
   readonly seconds: Record<string, number>;
 }
 
-/** Serve and ask the full-precision reference and every model in `models` (name -> directory). */
-export async function answerReports(opts: { profile: string; modelDir: string; models: Record<string, string>; work: string; maxTokens?: number }): Promise<AnswerRun> {
+/**
+ * Serve and ask the full-precision reference and every model in `models` (name -> directory). With
+ * `floatReport`, the reference's report of an earlier run is taken instead of asking again (greedy decoding
+ * is deterministic: the same set, settings and server flags give the same replies); it must be of the same
+ * set file (sha256), `max_tokens` and server flags.
+ */
+export async function answerReports(opts: { profile: string; modelDir: string; models: Record<string, string>; work: string; maxTokens?: number; floatReport?: { report: AnswerReport; serverArgs: string[] } }): Promise<AnswerRun> {
   const set = await loadAnswerSet(join(root, ANSWER_SET), root);
   if (!set.ok) throw new Error(`answer set: ${JSON.stringify(set.error)}`);
   const args = samplingArgs(opts.profile);
@@ -78,9 +84,17 @@ export async function answerReports(opts: { profile: string; modelDir: string; m
     rmSync(join(opts.work, name), { recursive: true, force: true });
     return join(opts.work, name);
   };
-  const reference = await writeFloatReference(opts.modelDir, null, join(fresh(FLOAT), 'served'));
-  if (!reference.ok) throw new Error(reference.error);
-  await ask(FLOAT, reference.value);
+  if (opts.floatReport !== undefined) {
+    const { report, serverArgs } = opts.floatReport;
+    const same = report.set.sha256 === set.value.sha256 && report.settings.maxTokens === (opts.maxTokens ?? ANSWER_MAX_TOKENS) && JSON.stringify(serverArgs) === JSON.stringify(args);
+    if (!same) throw new Error(`--float-from: that float report is of another set, max_tokens or server flags (${report.set.sha256}, ${report.settings.maxTokens}, ${JSON.stringify(serverArgs)})`);
+    reports[FLOAT] = report;
+    seconds[FLOAT] = 0;
+  } else {
+    const reference = await writeFloatReference(opts.modelDir, null, join(fresh(FLOAT), 'served'));
+    if (!reference.ok) throw new Error(reference.error);
+    await ask(FLOAT, reference.value);
+  }
   for (const [name, model] of Object.entries(opts.models)) await ask(name, servable(model, opts.modelDir, fresh(name)));
   const retention = Object.fromEntries(Object.keys(opts.models).map((n) => [n, retentionTable(reports[FLOAT]!, reports[n]!)]));
   return { reports, retention, seconds };
@@ -109,6 +123,7 @@ async function main(argv: string[]): Promise<number> {
   let modelDir: string | undefined;
   let maxTokens: number | undefined;
   let out = join(root, 'bench', 'results', 'answers.json');
+  let floatFrom: string | undefined;
   const models: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -116,15 +131,18 @@ async function main(argv: string[]): Promise<number> {
     else if (a === '--model-dir') modelDir = resolve(argv[++i]!);
     else if (a === '--max-tokens') maxTokens = Number(argv[++i]);
     else if (a === '--out') out = resolve(argv[++i]!);
+    else if (a === '--float-from') floatFrom = resolve(argv[++i]!);
     else models.push(resolve(a));
   }
   modelDir ??= join(root, '.ternforge', profile, 'fetch-model', 'outputs', 'model');
   const names = models.map((m, i) => `${i + 1}:${basename(m)}`);
-  const run = await answerReports({ profile, modelDir, models: Object.fromEntries(names.map((n, i) => [n, models[i]!])), work: join(root, '.ternforge', 'bench', 'answers'), ...(maxTokens !== undefined ? { maxTokens } : {}) });
+  const earlier = floatFrom === undefined ? undefined : (JSON.parse(readFileSync(floatFrom, 'utf8')) as { serverArgs: string[]; reports: Record<string, AnswerReport> });
+  const floatReport = earlier === undefined ? {} : { floatReport: { report: earlier.reports[FLOAT]!, serverArgs: earlier.serverArgs } };
+  const run = await answerReports({ profile, modelDir, models: Object.fromEntries(names.map((n, i) => [n, models[i]!])), work: join(root, '.ternforge', 'bench', 'answers'), ...(maxTokens !== undefined ? { maxTokens } : {}), ...floatReport });
   for (const [n, rows] of Object.entries(run.retention)) process.stdout.write(`\n${n} = ${models[names.indexOf(n)]}\n\n${formatRetention(rows)}\n`);
   process.stdout.write(`\n${formatSideBySide(run)}\n`);
   mkdirSync(join(out, '..'), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ profile, modelDir, models: Object.fromEntries(names.map((n, i) => [n, models[i]])), seconds: run.seconds, retention: run.retention, reports: run.reports }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ profile, modelDir, serverArgs: samplingArgs(profile), ...(floatFrom !== undefined ? { floatFrom } : {}), models: Object.fromEntries(names.map((n, i) => [n, models[i]])), seconds: run.seconds, retention: run.retention, reports: run.reports }, null, 2)}\n`);
   return 0;
 }
 

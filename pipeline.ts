@@ -32,7 +32,7 @@ export const pipeline: PipelineDecl = {
     { stage: vendorWheels, needs: ['python-env'] },
     { stage: emit, needs: ['fetch-model', 'pack', 'audit', 'vendor-wheels'] },
     { stage: smokeServe, needs: ['emit'] },
-    { stage: evaluate, needs: ['emit', 'smoke-serve'] },
+    { stage: evaluate, needs: ['fetch-model', 'emit', 'smoke-serve'] },
     { stage: report, needs: ['fetch-model', 'fetch-calib', 'quantize', 'pack', 'quality', 'audit', 'vendor-wheels', 'emit', 'smoke-serve', 'eval'] },
   ],
   links: { weights: 'pack/weights', wheels: 'vendor-wheels/wheels', evidence: 'report/evidence' },

@@ -13,13 +13,18 @@
  *   3. tsx lib/pack/cli.ts per method; tsx lib/audit/verify-command.ts --source <model> per method
  *   4. python -m ternforge.quality bench-measure: every packed model through ternforge_server.loader, one
  *      pass over the held-out sequences against one full-precision reference
+ *   5. answers (bench/answers.ts): the full-precision model and every packed model served by the server
+ *      (python -m ternforge_server, the profile's sampling defaults), the answer set data/answers/ asked
+ *      through the chat endpoint; accuracy per kind and retention = ternary / float accuracy
  *
  * Env: BENCH_KD_STEPS, BENCH_GROUP_SIZE, BENCH_WORK (default .ternforge/bench/quality).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { ALL_KINDS } from '../lib/eval/answers.ts';
 import type { QuantizeParams } from '../schemas/generated/quantize.ts';
+import { answerReports, FLOAT, formatSideBySide } from './answers.ts';
 
 const root = join(import.meta.dirname, '..');
 const python = join(root, '.ternforge', 'venv', 'bin', 'python');
@@ -98,6 +103,15 @@ const mcfg = join(work, 'bench-measure.json');
 writeFileSync(mcfg, JSON.stringify({ model_dir: modelDir, calib_dir: calibDir, packed, seq_len: 256, sequences: 24, batch_size: 4 }));
 run('measure all packed models on the held-out text', python, ['-m', 'ternforge.quality', 'bench-measure', mcfg, join(work, 'measure-result.json')]);
 
+const answersT0 = Date.now();
+const answers = await answerReports({ profile: 'smol', modelDir, models: packed, work: join(work, 'answers') });
+for (const [name, s] of Object.entries(answers.seconds)) steps.push({ what: `answers ${name}`, seconds: s });
+process.stderr.write(`bench:quality: answers in ${((Date.now() - answersT0) / 1000).toFixed(0)} s\n`);
+const answerAll = (name: string): { accuracy: number; retention: number | null } => {
+  const acc = answers.reports[name]!.rows.find((r) => r.kind === ALL_KINDS)!.accuracy;
+  return { accuracy: acc, retention: name === FLOAT ? 1 : answers.retention[name]!.find((r) => r.kind === ALL_KINDS)!.retention };
+};
+
 const quantized = JSON.parse(readFileSync(join(work, 'quantize-result.json'), 'utf8')) as { timings_s: Record<string, number>; reports: Record<string, unknown> };
 const measured = JSON.parse(readFileSync(join(work, 'measure-result.json'), 'utf8')) as {
   ppl_reference: number;
@@ -109,17 +123,24 @@ const measured = JSON.parse(readFileSync(join(work, 'measure-result.json'), 'utf
 const kdStageSeconds = (Date.parse(kdEvidence.endedAt) - Date.parse(kdEvidence.startedAt)) / 1000;
 const rows = methods.map((m) => {
   const r = measured.methods[m]!;
-  return { method: m, ppl: r.ppl, ppl_ratio: r.ppl_ratio, top1_agreement: r.top1_agreement, kl: r.kl, mean_rel_frobenius: r.mean_rel_frobenius, zero_share: r.zero_share, ternary_fraction: audits[m]!.ternary_fraction, audit: audits[m]!.pass ? 'pass' : 'FAIL', quantize_s: m === 'gptq+kd' ? kdStageSeconds : quantized.timings_s[m] };
+  const a = answerAll(m);
+  return { method: m, ppl: r.ppl, ppl_ratio: r.ppl_ratio, top1_agreement: r.top1_agreement, kl: r.kl, mean_rel_frobenius: r.mean_rel_frobenius, zero_share: r.zero_share, ternary_fraction: audits[m]!.ternary_fraction, audit: audits[m]!.pass ? 'pass' : 'FAIL', quantize_s: m === 'gptq+kd' ? kdStageSeconds : quantized.timings_s[m], answer_accuracy: a.accuracy, answer_retention: a.retention };
 });
+const floatAnswers = answerAll(FLOAT);
 const ordered = rows.every((r, i) => i === 0 || r.ppl_ratio < rows[i - 1]!.ppl_ratio);
 const fmt = (x: number | undefined, d = 3): string => (x === undefined ? '-' : x.toFixed(d));
 const lines = [
   `bench:quality  smol (SmolLM2-135M-Instruct), g=${groupSize}, held-out ${measured.heldout['sequences']}x${measured.heldout['seq_len']} tokens, full precision ppl ${fmt(measured.ppl_reference)}`,
   '',
-  '| method  | ppl      | ppl / fp | top-1 agree | KL     | rel. Frob. | zeros | ternary frac | audit | quantize s |',
+  '| method  | ppl      | ppl / fp | top-1 agree | KL     | rel. Frob. | zeros | ternary frac | audit | quantize s | answers | retention |',
   // gptq+kd: the pipeline's quantize stage (GPTQ, teacher transcripts and distillation), timed by its evidence
-  '|---------|----------|----------|-------------|--------|------------|-------|--------------|-------|------------|',
-  ...rows.map((r) => `| ${r.method.padEnd(7)} | ${fmt(r.ppl, 2).padStart(8)} | ${fmt(r.ppl_ratio).padStart(8)} | ${fmt(r.top1_agreement).padStart(11)} | ${fmt(r.kl).padStart(6)} | ${fmt(r.mean_rel_frobenius).padStart(10)} | ${fmt(r.zero_share, 2).padStart(5)} | ${fmt(r.ternary_fraction, 4).padStart(12)} | ${r.audit.padEnd(5)} | ${fmt(r.quantize_s, 0).padStart(10)} |`),
+  '|---------|----------|----------|-------------|--------|------------|-------|--------------|-------|------------|---------|-----------|',
+  `| ${FLOAT.padEnd(7)} | ${fmt(measured.ppl_reference, 2).padStart(8)} | ${fmt(1).padStart(8)} | ${'-'.padStart(11)} | ${'-'.padStart(6)} | ${'-'.padStart(10)} | ${'-'.padStart(5)} | ${'-'.padStart(12)} | ${'-'.padEnd(5)} | ${'-'.padStart(10)} | ${fmt(floatAnswers.accuracy).padStart(7)} | ${fmt(1).padStart(9)} |`,
+  ...rows.map((r) => `| ${r.method.padEnd(7)} | ${fmt(r.ppl, 2).padStart(8)} | ${fmt(r.ppl_ratio).padStart(8)} | ${fmt(r.top1_agreement).padStart(11)} | ${fmt(r.kl).padStart(6)} | ${fmt(r.mean_rel_frobenius).padStart(10)} | ${fmt(r.zero_share, 2).padStart(5)} | ${fmt(r.ternary_fraction, 4).padStart(12)} | ${r.audit.padEnd(5)} | ${fmt(r.quantize_s, 0).padStart(10)} | ${fmt(r.answer_accuracy).padStart(7)} | ${fmt(r.answer_retention ?? undefined).padStart(9)} |`),
+  '',
+  `answers: ${answers.reports[FLOAT]!.set.questions} open-answer questions (${answers.reports[FLOAT]!.set.path}), served, greedy, max_tokens ${answers.reports[FLOAT]!.settings.maxTokens}; accuracy per kind and retention = ternary / float accuracy:`,
+  '',
+  formatSideBySide(answers),
   '',
   `each step beats the one before: ${ordered ? 'yes' : 'NO'}; best ratio ${fmt(Math.min(...rows.map((r) => r.ppl_ratio)))} (target <= 3, stretch <= 2)`,
   `wall time: ${steps.map((s) => `${s.what} ${s.seconds.toFixed(0)}s`).join('; ')}`,
@@ -128,5 +149,5 @@ process.stdout.write(`${lines.join('\n')}\n`);
 mkdirSync(join(root, 'bench', 'results'), { recursive: true });
 writeFileSync(
   join(root, 'bench', 'results', 'quality.json'),
-  `${JSON.stringify({ profile: 'smol', group_size: groupSize, params, heldout: measured.heldout, ppl_reference: measured.ppl_reference, rows, ordered, quantize: quantized, kd_stage: { seconds: kdStageSeconds, summary: kdEvidence.summary, overrides }, steps }, null, 2)}\n`,
+  `${JSON.stringify({ profile: 'smol', group_size: groupSize, params, heldout: measured.heldout, ppl_reference: measured.ppl_reference, rows, ordered, quantize: quantized, kd_stage: { seconds: kdStageSeconds, summary: kdEvidence.summary, overrides }, answers: { float: floatAnswers, per_kind: Object.fromEntries(Object.entries(answers.reports).map(([n, r]) => [n, r.rows])), retention: answers.retention, settings: answers.reports[FLOAT]!.settings, set: answers.reports[FLOAT]!.set }, steps }, null, 2)}\n`,
 );

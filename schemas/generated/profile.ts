@@ -443,6 +443,19 @@ export interface EvalParams {
    */
   sets?: string[];
   /**
+   * Answer retention: the open-answer set asked of the submission and of the full-precision model (fetch-model's checkpoint served by the same server), scored per kind (lib/eval/answers.ts). Always run.
+   */
+  answers?: {
+    /**
+     * Answer set file (repository-relative, schemas/answer-set.schema.json); default data/answers/everyday.json.
+     */
+    set?: string;
+    /**
+     * `max_tokens` of every answer request (default 128); a reply cut off there scores zero.
+     */
+    maxTokens?: number;
+  };
+  /**
    * Requests in flight at once (grader: 16).
    */
   concurrency?: number;

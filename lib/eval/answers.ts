@@ -13,14 +13,11 @@
  * Nothing that fits weights or chooses a default reads them (test/eval-answers.test.ts checks quantize's
  * and fetch-calib's inputs and the Python workers' sources for them).
  */
-import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import { relative } from 'node:path';
-import { ENGINE_SCHEMA_DIR, SchemaSet } from '../../engine/json-io.ts';
 import type { Failure } from '../../engine/failure.ts';
 import type { StageFailure } from '../failures.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { AnswerQuestion, AnswerSet } from '../../schemas/generated/answer-set.ts';
+import { readSetFile } from './questions.ts';
 import { numbersIn, normalise, scoreNumber, scoreWord, type AnswerScore } from './answer-score.ts';
 import { completeAll, type ClientSettings } from './client.ts';
 import { answerText } from './content.ts';
@@ -45,8 +42,6 @@ export interface LoadedAnswerSet {
   readonly set: AnswerSet;
 }
 
-let schemas: SchemaSet | undefined;
-
 /** Why a question breaks a rule the schema cannot state, or null when it keeps them all. */
 function questionRule(set: AnswerSet, q: AnswerQuestion): string | null {
   const kind = set.kinds[q.kind];
@@ -66,23 +61,9 @@ function questionRule(set: AnswerSet, q: AnswerQuestion): string | null {
 
 /** Read and check one answer set file: the schema, then unique ids, declared kinds, answers the question does not give away. */
 export async function loadAnswerSet(path: string, root?: string): Promise<Result<LoadedAnswerSet, Failure | StageFailure>> {
-  const shown = root === undefined ? path : relative(root, path);
-  let bytes: Buffer;
-  try {
-    bytes = await readFile(path);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return err({ reason: 'missing-input', stage: 'eval', path: shown });
-    throw e;
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(bytes.toString('utf8'));
-  } catch (e) {
-    return err({ reason: 'invalid-json', path: shown, errors: [`not JSON: ${(e as Error).message}`] });
-  }
-  schemas ??= new SchemaSet(ENGINE_SCHEMA_DIR);
-  const errors = schemas.validate(ANSWER_SCHEMA, value);
-  if (errors.length > 0) return err({ reason: 'invalid-json', path: shown, errors });
+  const file = await readSetFile(path, root, ANSWER_SCHEMA);
+  if (!file.ok) return file;
+  const { shown, sha256, value } = file.value;
   const set = value as AnswerSet;
   const seen = new Set<string>();
   for (const q of set.questions) {
@@ -93,7 +74,7 @@ export async function loadAnswerSet(path: string, root?: string): Promise<Result
   }
   const unused = Object.keys(set.kinds).filter((k) => !set.questions.some((q) => q.kind === k));
   if (unused.length > 0) return err({ reason: 'eval-question-invalid', path: shown, id: '-', detail: `kinds without questions: ${unused.join(', ')}` });
-  return ok({ path: shown, sha256: createHash('sha256').update(bytes).digest('hex'), set });
+  return ok({ path: shown, sha256, set });
 }
 
 /** Every spelling of a word kind: its declared candidates and all its questions' accepted spellings. */

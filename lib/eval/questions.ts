@@ -26,8 +26,15 @@ export interface LoadedSet {
 
 let schemas: SchemaSet | undefined;
 
-/** Read and check one question set file. */
-export async function loadQuestionSet(path: string, root?: string): Promise<Result<LoadedSet, Failure | EvalFailure>> {
+/** A set file's bytes, read and checked against its schema; `shown` is the path as reports name it. */
+export interface SetFile {
+  readonly shown: string;
+  readonly sha256: string;
+  readonly value: unknown;
+}
+
+/** Read one set file (question or answer set) and check it against `schema` (relative to schemas/). */
+export async function readSetFile(path: string, root: string | undefined, schema: string): Promise<Result<SetFile, Failure>> {
   const shown = root === undefined ? path : relative(root, path);
   let bytes: Buffer;
   try {
@@ -43,8 +50,16 @@ export async function loadQuestionSet(path: string, root?: string): Promise<Resu
     return err({ reason: 'invalid-json', path: shown, errors: [`not JSON: ${(e as Error).message}`] });
   }
   schemas ??= new SchemaSet(ENGINE_SCHEMA_DIR);
-  const errors = schemas.validate(QUESTION_SCHEMA, value);
+  const errors = schemas.validate(schema, value);
   if (errors.length > 0) return err({ reason: 'invalid-json', path: shown, errors });
+  return ok({ shown, sha256: createHash('sha256').update(bytes).digest('hex'), value });
+}
+
+/** Read and check one question set file. */
+export async function loadQuestionSet(path: string, root?: string): Promise<Result<LoadedSet, Failure | EvalFailure>> {
+  const file = await readSetFile(path, root, QUESTION_SCHEMA);
+  if (!file.ok) return file;
+  const { shown, sha256, value } = file.value;
   const set = value as QuestionSet;
   const seen = new Set<string>();
   for (const q of set.questions) {
@@ -58,7 +73,7 @@ export async function loadQuestionSet(path: string, root?: string): Promise<Resu
       return bad('functional tests need fnName');
     }
   }
-  return ok({ path: shown, sha256: createHash('sha256').update(bytes).digest('hex'), set });
+  return ok({ path: shown, sha256, set });
 }
 
 /** Load several files; the first failure stops. */

@@ -31,7 +31,7 @@ import type { EvalParams } from '../schemas/generated/eval.ts';
 export const stage = defineStage<EvalParams>({
   name: 'eval',
   summary: 'Score benchmark-style questions against the served model, normalised like the grader',
-  code: ['stages/eval.ts', 'lib/eval', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts'],
+  code: ['stages/eval.ts', 'lib/eval', 'lib/contract.ts', 'schemas/contract.json', 'lib/failures.ts', 'lib/pack/pack-interchange.ts', 'lib/pack/layout.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts'],
   schema: 'schemas/stages/eval.schema.json',
   inputs: (p, root) => [...evalSetPaths(p, root), answerSetPath(p), ...(p.sweep === undefined ? [] : sweepSetPaths(p, root))],
   tools: ['node', 'python', 'torch'],

@@ -13,7 +13,7 @@
  * penalties a request that names none gets, as in the submission). Shards are hard-linked (copied across
  * file systems); nothing in the sources is written.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ProcessPromise } from 'zx';
 import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Failure } from '../../engine/failure.ts';
@@ -109,22 +109,36 @@ export interface ServeOptions {
 export async function serving<T>(opts: ServeOptions, use: (baseUrl: string) => Promise<Result<T, Failure | StageFailure>>): Promise<Result<T, Failure | StageFailure>> {
   mkdirSync(opts.scratch, { recursive: true });
   const port = await freePort();
-  const server = startServer(opts, port);
+  const server = await startServer(opts, port);
   let serverLog = '';
-  server.stderr?.on('data', (b: Buffer) => (serverLog = (serverLog + b.toString()).slice(-20_000)));
+  server.process.stderr.on('data', (b: Buffer) => (serverLog = (serverLog + b.toString()).slice(-20_000)));
   try {
     const baseUrl = `http://127.0.0.1:${port}`;
     const ready = await waitHealthy(baseUrl, opts.startupLimitMs, server, opts.signal);
     if (!ready.ok) return err({ reason: 'server-not-ready', detail: `serving ${opts.dir}: ${ready.error}`, logTail: serverLog.split('\n').slice(-20).join('\n') });
     return await use(baseUrl);
   } finally {
-    if (server.pid !== undefined) await stopGroup(server.pid, () => server.exitCode !== null || server.signalCode !== null);
+    if (server.process.pid !== undefined) await stopGroup(server.process.pid, () => server.exit() !== null);
   }
 }
 
-function startServer(opts: ServeOptions, port: number): ChildProcess {
-  return spawn(opts.python, ['-m', 'ternforge_server', '--dir', opts.dir, '--host', '127.0.0.1', '--port', String(port), '--startup-report', join(opts.scratch, 'startup-report.json'), ...(opts.args ?? [])], {
+/** The running server (zx) and how it ended: null while it runs, else its exit code or signal. */
+interface Server {
+  process: ProcessPromise;
+  exit: () => string | null;
+}
+
+/**
+ * The server on its own process group (zx, detached), offline, writing nothing into the served directory.
+ * Stopping it is lib/smoke/runner.ts `stopGroup` (SIGTERM to the group, SIGKILL after 10 s).
+ */
+async function startServer(opts: ServeOptions, port: number): Promise<Server> {
+  const { $ } = await import('zx');
+  let exit: string | null = null;
+  const child = $({
     detached: true,
+    nothrow: true,
+    quiet: true,
     stdio: ['ignore', 'ignore', 'pipe'],
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -135,15 +149,17 @@ function startServer(opts: ServeOptions, port: number): ChildProcess {
       HF_HUB_OFFLINE: '1',
       TRANSFORMERS_OFFLINE: '1',
     },
-  });
+  })`${opts.python} -m ternforge_server --dir ${opts.dir} --host 127.0.0.1 --port ${String(port)} --startup-report ${join(opts.scratch, 'startup-report.json')} ${[...(opts.args ?? [])]}`;
+  void child.then((out) => (exit = String(out.exitCode ?? out.signal)));
+  return { process: child, exit: () => exit };
 }
 
 /** Seconds until `/health` answered 200; an error when the server exits or the limit passes first. */
-async function waitHealthy(baseUrl: string, limitMs: number, server: ChildProcess, signal: AbortSignal): Promise<Result<number, string>> {
+async function waitHealthy(baseUrl: string, limitMs: number, server: Server, signal: AbortSignal): Promise<Result<number, string>> {
   const t0 = performance.now();
   while (performance.now() - t0 < limitMs) {
     if (signal.aborted) return { ok: false, error: 'interrupted' };
-    if (server.exitCode !== null || server.signalCode !== null) return { ok: false, error: `the server exited (${server.exitCode ?? server.signalCode}) before /health answered 200` };
+    if (server.exit() !== null) return { ok: false, error: `the server exited (${server.exit()}) before /health answered 200` };
     const status = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2000) }).then((r) => r.status, () => 0);
     if (status === 200) return ok((performance.now() - t0) / 1000);
     await new Promise((r) => setTimeout(r, 250));

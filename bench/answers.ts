@@ -134,7 +134,14 @@ async function main(argv: string[]): Promise<number> {
     else if (a === '--max-tokens') maxTokens = Number(argv[++i]);
     else if (a === '--out') out = resolve(argv[++i]!);
     else if (a === '--float-from') floatFrom = resolve(argv[++i]!);
-    else models.push(resolve(a));
+    else if (a.startsWith('-')) {
+      process.stderr.write(`bench/answers: unknown option ${a}\nusage: npx tsx bench/answers.ts [--profile smol] [--model-dir DIR] [--max-tokens N] [--out FILE] [--float-from FILE] MODEL...\n`);
+      return 2;
+    } else models.push(resolve(a));
+  }
+  if (models.length === 0) {
+    process.stderr.write('bench/answers: no MODEL given (a submission directory, a pack output or a quantize interchange)\n');
+    return 2;
   }
   modelDir ??= join(root, '.ternforge', profile, 'fetch-model', 'outputs', 'model');
   const names = models.map((m, i) => `${i + 1}:${basename(m)}`);

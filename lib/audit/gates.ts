@@ -6,6 +6,7 @@
  * - stored / original = (codes + scales + floats) / original, which must not exceed 1.1;
  * counting elements, a packed byte as the four codes it holds.
  */
+import type { AuditReport } from '../../schemas/generated/audit-report.ts';
 import { contract } from '../contract.ts';
 
 /** Gate 1's floor and gate 2's ceiling, from schemas/contract.json. */
@@ -27,24 +28,12 @@ export interface CountedTensor {
   floats: number;
 }
 
-export interface GateFigures {
-  tensors: number;
-  original: number;
-  codes: number;
-  scales: number;
-  floats: number;
-  stored: number;
-  ternary_fraction: number;
-  stored_ratio: number;
-  ternary_fraction_pass: boolean;
-  stored_ratio_pass: boolean;
-  /** ternary_fraction - 0.95 (positive: room left). */
-  ternary_fraction_margin: number;
-  /** 1.1 - stored_ratio (positive: room left). */
-  stored_ratio_margin: number;
-  /** Float elements that could still be added before gate 1 fails (negative: how many too many). */
-  float_headroom: number;
-}
+/**
+ * The gate figures: audit.json's `counts` (schemas/audit-report.schema.json) without the manifest-level tallies
+ * the audit adds around them. Margins are positive while there is room left; `float_headroom` is the float
+ * elements that could still be added before gate 1 fails (negative: how many too many).
+ */
+export type GateFigures = Omit<AuditReport['counts'], 'manifest_tensors' | 'exempt_tensors' | 'excluded' | 'source_text_tensors'>;
 
 export function computeGates(rows: readonly CountedTensor[]): GateFigures {
   const { ternaryFractionMin: TERNARY_FRACTION_MIN, storedRatioMax: STORED_RATIO_MAX } = gateThresholds();

@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { venvBaseDir } from '../lib/smoke/smoke.ts';
+import { JSON_HANDLER } from './fake-json-handler.ts';
 
 const root = join(import.meta.dirname, '..');
 const venv = process.env.TERNFORGE_VENV || join(root, '.ternforge', 'venv');
@@ -41,13 +42,7 @@ mode, token = sys.argv[1], sys.argv[2]
 if mode == "hold":
     # A descendant that leaves the server's process group.
     subprocess.Popen(["setsid", sys.executable, "-c", "import time; time.sleep(300)", token])
-class H(BaseHTTPRequestHandler):
-    def log_message(self, *a): pass
-    def send(self, code, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(code); self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)
-    def do_GET(self):
+${JSON_HANDLER}    def do_GET(self):
         self.send(200, {"status": "ok"})
     def do_POST(self):
         n = int(self.headers.get("content-length", 0)); self.rfile.read(n)

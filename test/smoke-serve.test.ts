@@ -13,6 +13,7 @@ import { SchemaSet } from '../engine/json-io.ts';
 import { runSmoke, venvBaseDir, type SmokeOptions } from '../lib/smoke/smoke.ts';
 import type { SmokeReport } from '../schemas/generated/smoke-report.ts';
 import { spawnSync } from 'node:child_process';
+import { JSON_HANDLER } from './fake-json-handler.ts';
 
 const root = join(import.meta.dirname, '..');
 const venv = process.env.TERNFORGE_VENV || join(root, '.ternforge', 'venv');
@@ -49,13 +50,7 @@ if mode.startswith("netprobe:"):  # netprobe:<port>:<addr,addr,...>: what this s
     mode = "ok"
 started = time.time()
 state = {"chats": 0}
-class H(BaseHTTPRequestHandler):
-    def log_message(self, *a): pass
-    def send(self, code, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(code); self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)
-    def do_GET(self):
+${JSON_HANDLER}    def do_GET(self):
         if self.path != "/health": return self.send(404, {})
         if mode == "never-healthy": return self.send(503, {"status": "loading"})
         if mode == "dies-after-load" and state["chats"] >= 17: return self.send(503, {"status": "broken"})

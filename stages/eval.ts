@@ -56,7 +56,7 @@ export const stage = defineStage<EvalParams>({
       };
       const answerOptions = { ...common, set: answerSet.value, maxTokens: p.answers?.maxTokens ?? ANSWER_MAX_TOKENS };
       const submission = ctx.upstream('emit');
-      const serve = (dir: string, name: string): ServeOptions => ({ python: ctx.python, serverPath: join(submission, 'server'), dir, scratch: join(scratch, name), startupLimitMs: (p.startupLimitS ?? 300) * 1000, signal: ctx.signal });
+      const serve = (dir: string, name: string): ServeOptions => ({ python: ctx.python, serverPath: join(submission, submissionNames().SERVER_DIR), dir, scratch: join(scratch, name), startupLimitMs: (p.startupLimitS ?? 300) * 1000, signal: ctx.signal });
       const served = await serving(serve(submission, 'submission'), async (baseUrl) => {
         ctx.log(`submission served on ${baseUrl}`);
         const evalCommon = {

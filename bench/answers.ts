@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/answers.ts [--profile smol] [--model-dir DIR] [--max-tokens N] [--out FILE] MODEL...`:
+ * `npx tsx bench/answers.ts [--profile smol] [--model-dir DIR] [--max-tokens N] [--frequency-penalty X] [--out FILE] MODEL...`:
  * answer retention of any ternary models against the full-precision model, through the served endpoint.
  *
  * Each MODEL is a submission directory (emit's output, `dist/<profile>`), a pack output
@@ -10,6 +10,8 @@
  * asked the answer set (lib/eval/answers.ts); prints the per-kind table of each against the float model and
  * writes the reports as JSON (`--out`, default bench/results/answers.json). `--float-from FILE` takes the
  * full-precision report from such a JSON of an earlier run instead of serving the reference again.
+ * `--frequency-penalty X` serves every model with X in place of the profile's (does it still answer, and
+ * stop, without the penalty?).
  *
  * bench:quality uses `answerReports` for its answer rows.
  */
@@ -30,11 +32,13 @@ const tsx = join(root, 'node_modules', '.bin', 'tsx');
 /** The name under which the full-precision reference is reported. */
 export const FLOAT = 'float';
 
-/** Server flags for a profile's `emit.sampling_defaults` (what its submission ships). */
-export function samplingArgs(profile: string): string[] {
+/** Server flags for a profile's `emit.sampling_defaults` (what its submission ships); `frequencyPenalty` in place of its own. */
+export function samplingArgs(profile: string, frequencyPenalty?: number): string[] {
   const emit = (JSON.parse(readFileSync(join(root, 'profiles', `${profile}.json`), 'utf8')) as { stages: { emit: EmitParams } }).stages.emit;
   const d = emit.sampling_defaults;
-  return d === undefined ? [] : ['--presence-penalty', String(d.presence_penalty), '--frequency-penalty', String(d.frequency_penalty)];
+  const presence = d?.presence_penalty ?? 0;
+  const frequency = frequencyPenalty ?? d?.frequency_penalty;
+  return frequency === undefined ? [] : ['--presence-penalty', String(presence), '--frequency-penalty', String(frequency)];
 }
 
 /** A directory the server loads for `model` (see the module comment), made under `work` when needed. */
@@ -66,10 +70,10 @@ export interface AnswerRun {
  * is deterministic: the same set, settings and server flags give the same replies); it must be of the same
  * set file (sha256), `max_tokens` and server flags.
  */
-export async function answerReports(opts: { profile: string; modelDir: string; models: Record<string, string>; work: string; maxTokens?: number; floatReport?: { report: AnswerReport; serverArgs: string[] } }): Promise<AnswerRun> {
+export async function answerReports(opts: { profile: string; modelDir: string; models: Record<string, string>; work: string; maxTokens?: number; frequencyPenalty?: number; floatReport?: { report: AnswerReport; serverArgs: string[] } }): Promise<AnswerRun> {
   const set = await loadAnswerSet(join(root, ANSWER_SET), root);
   if (!set.ok) throw new Error(`answer set: ${JSON.stringify(set.error)}`);
-  const args = samplingArgs(opts.profile);
+  const args = samplingArgs(opts.profile, opts.frequencyPenalty);
   const reports: Record<string, AnswerReport> = {};
   const seconds: Record<string, number> = {};
   const ask = async (name: string, dir: string): Promise<void> => {
@@ -126,6 +130,7 @@ async function main(argv: string[]): Promise<number> {
   let maxTokens: number | undefined;
   let out = join(root, 'bench', 'results', 'answers.json');
   let floatFrom: string | undefined;
+  let frequencyPenalty: number | undefined;
   const models: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -134,8 +139,14 @@ async function main(argv: string[]): Promise<number> {
     else if (a === '--max-tokens') maxTokens = Number(argv[++i]);
     else if (a === '--out') out = resolve(argv[++i]!);
     else if (a === '--float-from') floatFrom = resolve(argv[++i]!);
-    else if (a.startsWith('-')) {
-      process.stderr.write(`bench/answers: unknown option ${a}\nusage: npx tsx bench/answers.ts [--profile smol] [--model-dir DIR] [--max-tokens N] [--out FILE] [--float-from FILE] MODEL...\n`);
+    else if (a === '--frequency-penalty') {
+      frequencyPenalty = Number(argv[++i]);
+      if (!Number.isFinite(frequencyPenalty)) {
+        process.stderr.write(`bench/answers: --frequency-penalty takes a number, not ${String(argv[i])}\n`);
+        return 2;
+      }
+    } else if (a.startsWith('-')) {
+      process.stderr.write(`bench/answers: unknown option ${a}\nusage: npx tsx bench/answers.ts [--profile smol] [--model-dir DIR] [--max-tokens N] [--frequency-penalty X] [--out FILE] [--float-from FILE] MODEL...\n`);
       return 2;
     } else models.push(resolve(a));
   }
@@ -147,11 +158,11 @@ async function main(argv: string[]): Promise<number> {
   const names = models.map((m, i) => `${i + 1}:${basename(m)}`);
   const earlier = floatFrom === undefined ? undefined : (JSON.parse(readFileSync(floatFrom, 'utf8')) as { serverArgs: string[]; reports: Record<string, AnswerReport> });
   const floatReport = earlier === undefined ? {} : { floatReport: { report: earlier.reports[FLOAT]!, serverArgs: earlier.serverArgs } };
-  const run = await answerReports({ profile, modelDir, models: Object.fromEntries(names.map((n, i) => [n, models[i]!])), work: join(root, '.ternforge', 'bench', 'answers'), ...(maxTokens !== undefined ? { maxTokens } : {}), ...floatReport });
+  const run = await answerReports({ profile, modelDir, models: Object.fromEntries(names.map((n, i) => [n, models[i]!])), work: join(root, '.ternforge', 'bench', 'answers'), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(frequencyPenalty !== undefined ? { frequencyPenalty } : {}), ...floatReport });
   for (const [n, rows] of Object.entries(run.retention)) process.stdout.write(`\n${n} = ${models[names.indexOf(n)]}\n\n${formatRetention(rows)}\n`);
   process.stdout.write(`\n${formatSideBySide(run)}\n`);
   mkdirSync(join(out, '..'), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ profile, modelDir, serverArgs: samplingArgs(profile), ...(floatFrom !== undefined ? { floatFrom } : {}), models: Object.fromEntries(names.map((n, i) => [n, models[i]])), seconds: run.seconds, retention: run.retention, reports: run.reports }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ profile, modelDir, serverArgs: samplingArgs(profile, frequencyPenalty), ...(floatFrom !== undefined ? { floatFrom } : {}), models: Object.fromEntries(names.map((n, i) => [n, models[i]])), seconds: run.seconds, retention: run.retention, reports: run.reports }, null, 2)}\n`);
   return 0;
 }
 

@@ -246,3 +246,16 @@ describe.skipIf(workdir === undefined)('eval on tiny: the retention figure', () 
     expect(evidence.summary).toMatchObject({ answerAccuracy: { float: all.floatAccuracy, ternary: all.ternaryAccuracy }, answerRetention: all.retention });
   });
 });
+
+describe('bench/answers.ts sampling flags', () => {
+  it("serves with the profile's penalties, or another frequency penalty when asked; refuses a penalty that is not a number", async () => {
+    const { samplingArgs } = await import('../bench/answers.ts');
+    const smol = (JSON.parse(readFileSync(join(root, 'profiles', 'smol.json'), 'utf8')) as { stages: { emit: { sampling_defaults: { presence_penalty: number; frequency_penalty: number } } } }).stages.emit.sampling_defaults;
+    expect(samplingArgs('smol')).toEqual(['--presence-penalty', String(smol.presence_penalty), '--frequency-penalty', String(smol.frequency_penalty)]);
+    expect(samplingArgs('smol', 0)).toEqual(['--presence-penalty', String(smol.presence_penalty), '--frequency-penalty', '0']);
+    const { spawnSync } = await import('node:child_process');
+    const res = spawnSync(join(root, 'node_modules', '.bin', 'tsx'), [join(root, 'bench', 'answers.ts'), '--frequency-penalty', 'none', 'x'], { encoding: 'utf8' });
+    expect(res.status).toBe(2);
+    expect(res.stderr).toContain('--frequency-penalty takes a number, not none');
+  });
+});

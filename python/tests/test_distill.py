@@ -230,3 +230,35 @@ def test_hidden_cos_is_one_minus_cosine_per_position_ignores_norms_and_lowers_wh
     with torch.no_grad():
         after = _micro_loss(teacher, sm, ids, KDConfig(hidden_cos=2.0), True, [])
     assert float(after[3]) < 0.8 * float(on[3]), (float(on[3]), float(after[3]))
+
+
+def test_frozen_weights_give_the_same_outputs_and_are_dropped_afterwards(tiny_fetch_dir: Path) -> None:
+    from ternforge.quant.distill import frozen_weights
+
+    _, student_model, student, _, seqs = _setup(tiny_fetch_dir / "model")
+    with torch.no_grad():
+        live = student_model(input_ids=seqs[:2]).logits
+        with frozen_weights(student):
+            assert all(tl.frozen is not None and not tl.frozen.requires_grad for tl in student.values())
+            frozen = student_model(input_ids=seqs[:2]).logits
+    assert torch.equal(live, frozen)
+    assert all(tl.frozen is None for tl in student.values())
+
+
+def test_onpolicy_windows_are_the_students_own_greedy_answers_after_the_data_so_far(tiny_fetch_dir: Path) -> None:
+    from ternforge.quant.chatdata import answer, load_tokenizer, windows
+    from ternforge.quant.distill import onpolicy_sequences
+
+    model_dir = tiny_fetch_dir / "model"
+    teacher, student_model, student, _, seqs = _setup(model_dir)
+    tok = load_tokenizer(model_dir)
+    requests = ["Name a colour.", "What is two plus two?", "Say hello."]
+    k = KDConfig(chat_max_new=12, seq_len=8)
+    out, info = onpolicy_sequences(student_model, student, model_dir, requests, seqs[:, :8], k)
+    mine, stopped = answer(student_model, tok, requests, 12)
+    theirs, _ = answer(teacher, tok, requests, 12)
+    assert mine != theirs  # a random model's ternary student answers otherwise than its teacher
+    assert torch.equal(out[: seqs.shape[0]], seqs[:, :8])
+    assert torch.equal(out[seqs.shape[0]:], windows(mine, 8))
+    assert info == {"transcripts": 3, "stopped": stopped, "windows": windows(mine, 8).shape[0],
+                    "tokens": sum(len(t) for t in mine)}

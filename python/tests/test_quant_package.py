@@ -13,6 +13,7 @@ from safetensors import safe_open
 
 from ternforge.quant import config as qc
 from ternforge.quant import run
+from ternforge.quant.config import ConfigError, parse
 from ternforge.quant.methods import METHODS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,3 +155,38 @@ def test_every_method_through_the_same_protocol(method: str, tiny_fetch_dir: Pat
         with safe_open(str(out / entry["file"]), framework="pt") as f:
             keys = set(f.keys())
         assert name in keys and ((name + ".scale") in keys) == (entry["encoding"] == "ternary")
+
+
+def test_onpolicy_phase_runs_the_last_steps_on_the_students_answers_and_resumes_to_the_same_bytes(
+        tiny_fetch_dir: Path, tiny_calib: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    config = {"method": "gptq+kd", "group_size": 32, "seed": 0,
+              "calibration": {"seq_len": 32, "sequences": 4, "batch_size": 4},
+              "kd": {"steps": 4, "onpolicy_steps": 2, "batch_size": 2, "checkpoint_every": 1, "seq_len": 16,
+                     "sequences": 4, "chat_prompts": 2, "chat_max_new": 6, "schedule": "cosine"},
+              "model_dir": str(tiny_fetch_dir / "model"), "calib_dir": str(tiny_calib), "work_dir": str(tmp_path / "kd")}
+    assert run.main({**config, "out_dir": str(tmp_path / "a")})["ok"]
+    first = capfd.readouterr()
+    assert [json.loads(x)["step"] for x in first.out.splitlines() if '"event": "loss"' in x] == [1, 2, 3, 4]
+    assert "at step 2 the student stopped by itself in" in first.err
+    report = json.loads((tmp_path / "a" / "quantize_report.json").read_text())
+    kd = report["kd"]
+    assert kd["steps_done"] == 4 and kd["data"]["onpolicy"]["at_step"] == 2
+    assert kd["data"]["onpolicy"]["transcripts"] == 2 and kd["data"]["onpolicy"]["windows"] >= 1
+    for phase in ("phase-1", "phase-2"):
+        assert json.loads((tmp_path / "kd" / phase / "kd-checkpoint.json").read_text())["step"] == {"phase-1": 2, "phase-2": 4}[phase]
+    # A second run with the same work dir trains nothing (both phases are checkpointed) and writes the same codes.
+    assert run.main({**config, "out_dir": str(tmp_path / "b")})["ok"]
+    again = capfd.readouterr()
+    assert '"event": "loss"' not in again.out and "discarding" not in again.err
+    files = sorted(p.name for p in (tmp_path / "a").glob("*.safetensors"))
+    assert files and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
+    assert json.loads((tmp_path / "b" / "quantize_report.json").read_text())["kd"] == kd
+
+
+def test_onpolicy_steps_beyond_the_steps_or_without_chat_requests_are_refused_before_any_work(tmp_path: Path) -> None:
+    base = {"method": "gptq+kd", "group_size": 32, "model_dir": str(tmp_path), "out_dir": str(tmp_path / "o")}
+    with pytest.raises(ConfigError, match=r"kd.onpolicy_steps \(5\) must not exceed kd.steps \(4\)"):
+        parse({**base, "kd": {"steps": 4, "onpolicy_steps": 5, "chat_prompts": 2}})
+    with pytest.raises(ConfigError, match="kd.onpolicy_steps needs chat requests"):
+        parse({**base, "kd": {"steps": 4, "onpolicy_steps": 2}})
+    assert parse({**base, "kd": {"steps": 4, "onpolicy_steps": 4, "chat_self_prompts": 1}})[0].kd.onpolicy_steps == 4

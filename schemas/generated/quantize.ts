@@ -127,6 +127,10 @@ export interface QuantizeParams {
      */
     chat_max_new?: number;
     /**
+     * The last N of the steps train on the data so far plus the student's own greedy answers to the same chat requests, written by the student as it is when they start (on-policy distillation, GKD): the teacher's logits over the student's text show it where to stop instead of looping on. At most `steps`; needs chat requests. 0: off.
+     */
+    onpolicy_steps?: number;
+    /**
      * Each position's KL counts 1 + stop_weight * (the teacher's probability of an end-of-turn token there) times in the mean, so the student learns where answers end; 0: every position alike.
      */
     stop_weight?: number;

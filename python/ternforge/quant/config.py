@@ -84,6 +84,7 @@ class KDConfig:
     chat_prompts: int = 0
     chat_self_prompts: int = 0
     chat_max_new: int = 128
+    onpolicy_steps: int = 0  # the last N steps add windows of the student's own answers to the chat requests (GKD)
 
 
 NOT_PROFILE_KEYS = {KDConfig: ("seed",)}  # fields filled from elsewhere, not keys of the profile section
@@ -212,6 +213,11 @@ def parse(config: dict[str, Any]) -> tuple[QuantizeConfig, Paths]:
     mb = kd.micro_batch or kd.batch_size
     if kd.batch_size <= 0 or mb <= 0 or kd.batch_size % mb != 0:
         raise ConfigError([f"kd.micro_batch ({kd.micro_batch}) must divide kd.batch_size ({kd.batch_size})"])
+    if kd.onpolicy_steps > kd.steps:
+        raise ConfigError([f"kd.onpolicy_steps ({kd.onpolicy_steps}) must not exceed kd.steps ({kd.steps})"])
+    if kd.onpolicy_steps and kd.chat_prompts + kd.chat_self_prompts <= 0:
+        raise ConfigError(["kd.onpolicy_steps needs chat requests for the student to answer "
+                           "(kd.chat_prompts or kd.chat_self_prompts)"])
     cfg = QuantizeConfig(**top, **{**built, "kd": kd})
     paths = Paths(**{k: (None if config.get(k) is None else str(config[k])) for k in PATH_KEYS if k in config})
     return cfg, paths

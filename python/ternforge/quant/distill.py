@@ -63,6 +63,11 @@ def check_config(cfg: KDConfig) -> None:
     mb = cfg.micro_batch or cfg.batch_size
     if mb <= 0 or cfg.batch_size % mb != 0:
         raise ValueError(f"kd.micro_batch ({cfg.micro_batch}) must divide kd.batch_size ({cfg.batch_size})")
+    if cfg.onpolicy_steps > cfg.steps:
+        raise ValueError(f"kd.onpolicy_steps ({cfg.onpolicy_steps}) must not exceed kd.steps ({cfg.steps})")
+    if cfg.onpolicy_steps and cfg.chat_prompts + cfg.chat_self_prompts <= 0:
+        raise ValueError("kd.onpolicy_steps needs chat requests for the student to answer "
+                         "(kd.chat_prompts or kd.chat_self_prompts)")
 
 
 def lr_factor(cfg: KDConfig, step: int) -> float:
@@ -86,6 +91,7 @@ class TernaryLinear(nn.Module):
         self.scale = nn.Parameter(tt.scale.to(torch.float32).to(linear.weight.device).clone())
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
         self.compute_dtype = linear.weight.dtype
+        self.frozen: torch.Tensor | None = None  # set by frozen_weights() while the student writes text
 
     def codes(self) -> torch.Tensor:
         return torch.round(torch.clamp(self.U.detach(), -1, 1)).to(torch.int8)
@@ -98,11 +104,25 @@ class TernaryLinear(nn.Module):
         return W.reshape(self.out_features, self.in_features).to(self.compute_dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight_ste(), self.bias)
+        return F.linear(x, self.weight_ste() if self.frozen is None else self.frozen, self.bias)
 
     def export(self) -> TernaryTensor:
         return TernaryTensor(W_q=self.codes().cpu(), scale=self.scale.detach().float().cpu().contiguous(),
                              group_size=self.group_size)
+
+
+@contextmanager
+def frozen_weights(student: dict[str, TernaryLinear]) -> Iterator[None]:
+    """While the student generates text (no gradients): each ternary linear's weight T * scale is built once,
+    not again at every forward of every new token."""
+    with torch.no_grad():
+        for tl in student.values():
+            tl.frozen = tl.weight_ste().detach()
+    try:
+        yield
+    finally:
+        for tl in student.values():
+            tl.frozen = None
 
 
 def _set_module(root: nn.Module, name: str, new: nn.Module) -> None:
@@ -202,9 +222,12 @@ def _batch_at(step: int, seqs: torch.Tensor, bs: int, seed: int) -> torch.Tensor
     return seqs[idx]
 
 
-def _digest(cfg: KDConfig, seqs: torch.Tensor, student: dict[str, TernaryLinear]) -> str:
+def _digest(cfg: KDConfig, seqs: torch.Tensor, student: dict[str, TernaryLinear], first: int = 0,
+            last: int | None = None) -> str:
     growable = ("steps", "checkpoint_every") if cfg.schedule == "constant" else ("checkpoint_every",)
     fixed = {k: v for k, v in asdict(cfg).items() if k not in growable}  # may change on resume
+    if first or (last is not None and cfg.onpolicy_steps):  # a phase: where it starts and ends
+        fixed["phase"] = [first, last]
     h = hashlib.sha256(json.dumps(fixed, sort_keys=True).encode())
     h.update(seqs.numpy().tobytes())
     for name in sorted(student):
@@ -318,8 +341,10 @@ def _micro_loss(teacher: nn.Module, student_model: nn.Module, ids: torch.Tensor,
 
 def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, TernaryLinear], seqs: torch.Tensor,
             cfg: KDConfig, work_dir: str | Path | None = None,
-            on_step: Callable[[dict], None] | None = None) -> list[dict]:
+            on_step: Callable[[dict], None] | None = None, first: int = 0, last: int | None = None) -> list[dict]:
     """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history.
+    With `first`/`last` only steps first..last-1 of that schedule run, on `seqs` (one phase of a run whose
+    data changes between phases: each phase has its own checkpoint and optimizer, the schedule is the run's).
 
     Each step's batch of cfg.batch_size rows runs as micro-batches of cfg.micro_batch rows whose gradients
     add up (each micro-batch's loss weighed by its share of the rows), so the effective batch is the
@@ -336,9 +361,13 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
         # On a GPU the fused kernel: PyTorch's default there (foreach) makes temporaries the size of every
         # trained tensor at once (14 GB for the 4B's fp32 latents). The CPU keeps its per-tensor loop.
         **({"fused": True} if next(iter(student.values())).U.is_cuda else {}))
-    digest = _digest(cfg, seqs, student)
+    last = cfg.steps if last is None else last
+    if not 0 <= first <= last <= cfg.steps:
+        raise ValueError(f"distill: steps {first}..{last} are not within the schedule's {cfg.steps}")
+    digest = _digest(cfg, seqs, student, first, last)
     work = Path(work_dir) if work_dir is not None else None
     step, history = _load(work, digest, student, opt) if work is not None else (0, [])
+    step = max(step, first)
     device = next(iter(student.values())).U.device
     hidden = cfg.hidden_mse > 0 or cfg.hidden_cos > 0
     stop = sorted(eos_ids(teacher)) if cfg.stop_weight > 0 else []
@@ -346,10 +375,10 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     mb = cfg.micro_batch or cfg.batch_size
     params = [p for tl in student.values() for p in (tl.U, tl.scale)]
     with layer_checkpointing(student_model, cfg.grad_checkpointing):
-        while step < cfg.steps:
+        while step < last:
             for g, base in zip(opt.param_groups, bases):
                 g["lr"] = base * lr_factor(cfg, step)
-            batch = _batch_at(step, seqs, cfg.batch_size, cfg.seed)
+            batch = _batch_at(step - first, seqs, cfg.batch_size, cfg.seed)
             parts = batch.split(mb)
             opt.zero_grad(set_to_none=True)
             loss_v = kl_v = mse_v = cos_v = 0.0
@@ -374,7 +403,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             history.append(rec)
             if on_step is not None:
                 on_step(rec)
-            if work is not None and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
+            if work is not None and (step % cfg.checkpoint_every == 0 or step == last):
                 _save(work, step, digest, student, opt, history)
     opt.zero_grad(set_to_none=True)
     student_model.eval()
@@ -383,11 +412,11 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
 
 def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Path, k: KDConfig, eos: int,
                  device: str = "cpu", on_progress: Callable[[int, int, str], None] | None = None
-                 ) -> tuple[torch.Tensor, dict]:
+                 ) -> tuple[torch.Tensor, dict, list[str]]:
     """The distillation windows of k.seq_len tokens: k.sequences windows of calibration text (all when None)
     and windows over teacher-written chat transcripts (chatdata.py) of k.chat_max_new tokens at most per
     answer: k.chat_prompts requests about calibration snippets and k.chat_self_prompts requests the teacher
-    writes itself (sampled with k.seed). Returns [n, seq_len] ids and what went into them.
+    writes itself (sampled with k.seed). Returns [n, seq_len] ids, what went into them, and the chat requests.
     `on_progress(done, total, what)` follows each batch of self-written requests and of answers."""
     from ..calib.tokens import load_role, sequences
     from .chatdata import answer, load_tokenizer, self_requests, snippet_requests, windows
@@ -396,7 +425,7 @@ def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Pat
     text = sequences(docs, k.seq_len, k.sequences, eos)
     info: dict = {"text_windows": int(text.shape[0]), "seq_len": k.seq_len}
     if k.chat_prompts + k.chat_self_prompts <= 0:
-        return text, info
+        return text, info, []
     tok = load_tokenizer(model_dir)
 
     def report(what: str) -> Callable[[int, int], None] | None:
@@ -412,7 +441,29 @@ def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Pat
                  "chat_tokens": sum(len(t) for t in transcripts), "chat_stopped": stopped})
     if k.chat_self_prompts:
         info.update({"chat_self_written": len(written), "chat_self_examples": written[:12]})
-    return torch.cat([text, chat]), info
+    return torch.cat([text, chat]), info, requests + written
+
+
+def onpolicy_sequences(student_model: nn.Module, student: dict[str, TernaryLinear], model_dir: str | Path,
+                       requests: list[str], seqs: torch.Tensor, k: KDConfig, device: str = "cpu",
+                       on_progress: Callable[[int, int, str], None] | None = None) -> tuple[torch.Tensor, dict]:
+    """The windows of the on-policy phase: `seqs` (the windows so far) plus windows over the student's own
+    greedy answers to the same chat requests (GKD's on-policy data, Agarwal et al. 2024). The teacher's
+    logits over the student's text are the targets, so where the student loops on and the teacher would end
+    its answer (stop_weight weighs those positions) the student learns to stop, which text the teacher wrote
+    never shows it (exposure bias). Deterministic: greedy answers of the student as it is."""
+    from .chatdata import answer, load_tokenizer, windows
+
+    tok = load_tokenizer(model_dir)
+    student_model.eval()
+    with frozen_weights(student):
+        transcripts, stopped = answer(student_model, tok, requests, k.chat_max_new, device=device,
+                                      on_progress=None if on_progress is None else
+                                      (lambda done, total: on_progress(done, total, "kd: student transcripts (on-policy)")))
+    mine = windows(transcripts, k.seq_len)
+    info = {"transcripts": len(transcripts), "stopped": stopped, "windows": int(mine.shape[0]),
+            "tokens": sum(len(t) for t in transcripts)}
+    return torch.cat([seqs, mine]), info
 
 
 class StepProgress:
@@ -450,9 +501,24 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         p.requires_grad_(False)
     s2m = {s: m for m, s in prep.m2s.items()}
     student = make_student(prep.model, {s2m[s]: tt for s, tt in init.items()}, k.latent_dtype)
-    seqs, data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress)
-    history = distill(teacher, prep.model, student, seqs, k, paths.work_dir,
-                      StepProgress(k.steps, on_step) if on_step is not None else None)
+    seqs, data, requests = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device,
+                                        on_progress)
+    progress = StepProgress(k.steps, on_step) if on_step is not None else None
+    if not k.onpolicy_steps:
+        history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress)
+    else:
+        # Two phases of one schedule: teacher-written data, then the same plus the student's own answers.
+        switch = k.steps - k.onpolicy_steps
+        work = Path(paths.work_dir) if paths.work_dir is not None else None
+        history = distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-1",
+                          progress, first=0, last=switch)
+        seqs, data["onpolicy"] = onpolicy_sequences(prep.model, student, paths.model_dir, requests, seqs, k,
+                                                    cfg.device, on_progress)
+        data["onpolicy"]["at_step"] = switch
+        log(f"distill: at step {switch} the student stopped by itself in {data['onpolicy']['stopped']} of "
+            f"{data['onpolicy']['transcripts']} answers; {data['onpolicy']['windows']} windows of them join the data")
+        history += distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-2",
+                           progress, first=switch, last=k.steps)
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
     first = history[0]["kl"] if history else None
     last = sum(r["kl"] for r in history[-10:]) / len(history[-10:]) if history else None

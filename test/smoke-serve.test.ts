@@ -196,6 +196,7 @@ describe('gate logic against a fake server', () => {
     const r = await pending;
     expect(Date.now() - t).toBeLessThan(30_000);
     expect(r.ok).toBe(false);
+    expect(r.ok ? '' : r.error).toContain('the smoke run was aborted');
     await new Promise((res) => setTimeout(res, 300));
     expect(fakeServersAlive()).toBe(0);
   });

@@ -163,7 +163,10 @@ export async function runSmoke(o: SmokeOptions): Promise<Result<SmokeReport, str
   if (runnerPid !== undefined) killGroup(runnerPid, 'SIGKILL');
   const code = ran.spawnError ?? ran.code ?? ran.signal;
 
-  if (!existsSync(config.resultPath)) return err(`the smoke runner exited with ${code} and wrote no result${o.signal?.aborted ? ' (aborted)' : ''}:\n${runnerOut.join('').slice(-3000)}`);
+  // Aborted is never a report: killing serve.sh's group first can let the runner write one ("server exited")
+  // before its own group is killed.
+  if (o.signal?.aborted) return err(`the smoke run was aborted (the runner exited with ${code})`);
+  if (!existsSync(config.resultPath)) return err(`the smoke runner exited with ${code} and wrote no result:\n${runnerOut.join('').slice(-3000)}`);
   const r = JSON.parse(readFileSync(config.resultPath, 'utf8')) as RunnerResult;
   const had = new Set(before);
   const dirs = new Set(before.flatMap((f) => f.split('/').slice(0, -1).map((_, i, parts) => parts.slice(0, i + 1).join('/'))));

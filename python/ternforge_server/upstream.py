@@ -225,11 +225,13 @@ def main(argv: list[str] | None = None) -> int:
             from .serving import build_builtin
 
             engine, tokenizer, report = build_builtin(sub, args)
-            state["vocab"] = len(tokenizer)
-            state["engine"] = engine
             report["ready_s"] = round(time.perf_counter() - t0, 3)
             report["status"] = "ready"
+            # The report first: /health answers 200 once the engine is set, and the controller reads the
+            # report then (serving.start_builtin); the other order let it read none under load.
             _write(args.report, report)
+            state["vocab"] = len(tokenizer)
+            state["engine"] = engine
             _log(f"ready on {args.host}:{args.port} ({report.get('device')}) in {report['ready_s']} s")
         except Exception as e:
             from .loader import LoadError

@@ -266,3 +266,32 @@ def test_an_upstream_that_dies_ends_the_controller_with_code_3(sub: Path, tmp_pa
         assert "the builtin upstream exited with code -9; stopping" in srv.log()
     finally:
         srv.stop()
+
+
+def test_the_upstream_writes_its_start_up_report_before_health_answers_200(sub: Path, tmp_path: Path) -> None:
+    """The controller reads the upstream's report as soon as /health is 200 (serving.start_builtin): a report
+    written after the engine is published was, under load, not there yet (CI: a smoke report without
+    `loaded`, `shards`)."""
+    port, report = free_port(), tmp_path / "upstream.json"
+    proc = subprocess.Popen([sys.executable, "-m", "ternforge_server", "upstream", "--dir", str(sub), "--port", str(port),
+                             "--device", "cpu", "--report", str(report)],
+                            env=dict(os.environ, PYTHONPATH=str(PYDIR), CUDA_VISIBLE_DEVICES=""),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 300
+        while time.monotonic() < end:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                    if r.status == 200:
+                        seen = report.is_file() and json.loads(report.read_text())
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            assert proc.poll() is None, "the upstream exited"
+            time.sleep(0.001)
+        else:
+            pytest.fail("the upstream never answered /health 200")
+        assert seen and seen["status"] == "ready" and seen["loaded"] and seen["shards"], seen
+    finally:
+        proc.kill()
+        proc.wait()

@@ -221,8 +221,8 @@ def test_hidden_cos_is_one_minus_cosine_per_position_ignores_norms_and_lowers_wh
 
     teacher, sm, st, _, seqs = _setup(tiny_fetch_dir / "model")
     ids = seqs[:4]
-    off = _micro_loss(teacher, sm, ids, KDConfig(), False, [])
-    on = _micro_loss(teacher, sm, ids, KDConfig(hidden_cos=2.0), True, [])
+    off = [x.detach() for x in _micro_loss(teacher, sm, ids, KDConfig(), False, [])]
+    on = [x.detach() for x in _micro_loss(teacher, sm, ids, KDConfig(hidden_cos=2.0), True, [])]
     assert float(off[3]) == 0.0 and 0 < float(on[3]) < 2
     assert float(on[0]) == pytest.approx(float(off[0]) + 2.0 * float(on[3]), rel=1e-5)
     history = distill(teacher, sm, st, seqs, KDConfig(steps=12, lr=0.05, scale_lr=5e-3, batch_size=4, hidden_cos=50.0))

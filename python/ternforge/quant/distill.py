@@ -21,6 +21,10 @@ where the KL's mean over positions may weigh each position by 1 + stop_weight * 
 answer ends, one position in a hundred, is where a weak student fails by looping on instead of stopping, and
 at weight 1 those positions are a rounding error of the loss. The teacher decides the weight (no labels),
 so positions where it would go on keep weight 1 and stopping early stays as costly as before.
+With kd.onpolicy_steps N (GKD's on-policy data, Agarwal et al. 2024) the last N steps also see windows of the
+student's own greedy answers to the chat requests, written when those steps start (onpolicy_sequences): the
+teacher's logits over the student's text show it where to stop instead of looping on. Measured on smol (README):
+more replies stop without a penalty, but perplexity and answers got worse, so it is off by default.
 AdamW over U (lr) and scales (scale_lr), at a constant rate or (`schedule: cosine`) after `warmup` linear
 steps decaying along a half cosine to zero at `steps`, so the last steps settle the codes instead of
 flipping them back and forth. Sequence order per epoch comes from a generator seeded with (seed, epoch), so

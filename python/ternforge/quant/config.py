@@ -87,6 +87,20 @@ class KDConfig:
     onpolicy_steps: int = 0  # the last N steps add windows of the student's own answers to the chat requests (GKD)
 
 
+def kd_problems(kd: KDConfig) -> list[str]:
+    """What no single key's range can say about the kd section: the settings taken together."""
+    problems = []
+    mb = kd.micro_batch or kd.batch_size
+    if kd.batch_size <= 0 or mb <= 0 or kd.batch_size % mb != 0:
+        problems.append(f"kd.micro_batch ({kd.micro_batch}) must divide kd.batch_size ({kd.batch_size})")
+    if kd.onpolicy_steps > kd.steps:
+        problems.append(f"kd.onpolicy_steps ({kd.onpolicy_steps}) must not exceed kd.steps ({kd.steps})")
+    if kd.onpolicy_steps and kd.chat_prompts + kd.chat_self_prompts <= 0:
+        problems.append("kd.onpolicy_steps needs chat requests for the student to answer "
+                        "(kd.chat_prompts or kd.chat_self_prompts)")
+    return problems
+
+
 NOT_PROFILE_KEYS = {KDConfig: ("seed",)}  # fields filled from elsewhere, not keys of the profile section
 
 
@@ -210,14 +224,9 @@ def parse(config: dict[str, Any]) -> tuple[QuantizeConfig, Paths]:
     cal = built.get("calibration", CalibrationConfig())
     kd = built.get("kd", KDConfig())
     kd = dataclasses.replace(kd, seed=top.get("seed", 0), seq_len=kd.seq_len or cal.seq_len)
-    mb = kd.micro_batch or kd.batch_size
-    if kd.batch_size <= 0 or mb <= 0 or kd.batch_size % mb != 0:
-        raise ConfigError([f"kd.micro_batch ({kd.micro_batch}) must divide kd.batch_size ({kd.batch_size})"])
-    if kd.onpolicy_steps > kd.steps:
-        raise ConfigError([f"kd.onpolicy_steps ({kd.onpolicy_steps}) must not exceed kd.steps ({kd.steps})"])
-    if kd.onpolicy_steps and kd.chat_prompts + kd.chat_self_prompts <= 0:
-        raise ConfigError(["kd.onpolicy_steps needs chat requests for the student to answer "
-                           "(kd.chat_prompts or kd.chat_self_prompts)"])
+    together = kd_problems(kd)
+    if together:
+        raise ConfigError(together)
     cfg = QuantizeConfig(**top, **{**built, "kd": kd})
     paths = Paths(**{k: (None if config.get(k) is None else str(config[k])) for k in PATH_KEYS if k in config})
     return cfg, paths

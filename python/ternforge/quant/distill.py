@@ -50,7 +50,7 @@ from torch import nn
 
 from ..events import log
 from .chatdata import eos_ids
-from .config import KDConfig, Paths, QuantizeConfig
+from .config import KDConfig, Paths, QuantizeConfig, kd_problems
 from .interchange import TernaryTensor
 
 U_MAX = 1.5
@@ -64,14 +64,9 @@ def check_config(cfg: KDConfig) -> None:
     lr_factor(cfg, 0)
     if cfg.latent_dtype not in LATENT_DTYPES:
         raise ValueError(f"kd.latent_dtype must be one of {sorted(LATENT_DTYPES)}, not {cfg.latent_dtype!r}")
-    mb = cfg.micro_batch or cfg.batch_size
-    if mb <= 0 or cfg.batch_size % mb != 0:
-        raise ValueError(f"kd.micro_batch ({cfg.micro_batch}) must divide kd.batch_size ({cfg.batch_size})")
-    if cfg.onpolicy_steps > cfg.steps:
-        raise ValueError(f"kd.onpolicy_steps ({cfg.onpolicy_steps}) must not exceed kd.steps ({cfg.steps})")
-    if cfg.onpolicy_steps and cfg.chat_prompts + cfg.chat_self_prompts <= 0:
-        raise ValueError("kd.onpolicy_steps needs chat requests for the student to answer "
-                         "(kd.chat_prompts or kd.chat_self_prompts)")
+    problems = kd_problems(cfg)
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 def lr_factor(cfg: KDConfig, step: int) -> float:

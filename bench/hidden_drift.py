@@ -22,6 +22,7 @@ root = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(root / "python"))
 from ternforge.calib.tokens import load_role, sequences  # noqa: E402
 from ternforge.quality import assemble_submission, read_manifest_eos  # noqa: E402
+from ternforge.quant.distill import kd_loss  # noqa: E402
 from ternforge.quant.model import load_float_model  # noqa: E402
 from ternforge_server.loader import load_model  # noqa: E402
 
@@ -30,8 +31,7 @@ def drift(model, ids: torch.Tensor, ref) -> dict:
     o = model(input_ids=ids, output_hidden_states=True)
     per = [float((1 - F.cosine_similarity(a.float(), b.float(), dim=-1)).mean())
            for a, b in zip(o.hidden_states[1:], ref.hidden_states[1:])]
-    kl = F.kl_div(F.log_softmax(o.logits.float(), -1), F.log_softmax(ref.logits.float(), -1), log_target=True,
-                  reduction="none").sum(-1).mean()
+    kl = kd_loss(o.logits, ref.logits, 1.0)[1]  # KL(float || packed) per position, the figure distillation reports
     return {"kl": float(kl), "cos_distance_mean": sum(per) / len(per), "cos_distance_per_layer": per}
 
 

@@ -143,6 +143,24 @@ def test_self_written_requests_are_seeded_distinct_and_leave_the_global_generato
     assert 0 < len(a) <= 6 and len(set(a)) == len(a) and all(x and x == x.strip() for x in a)
 
 
+def test_self_written_requests_begin_with_the_openers_in_turn(tiny_fetch_dir: Path) -> None:
+    from ternforge.quant.chatdata import load_tokenizer, self_requests
+
+    model_dir = tiny_fetch_dir / "model"
+    teacher = load_float_model(model_dir)
+    tok = load_tokenizer(model_dir)
+    openers = ("What", "How many")
+    a = self_requests(teacher, tok, 8, seed=7, max_tokens=64, temperature=4.0, batch_size=4, openers=openers)
+    assert a and all(x.startswith(openers) for x in a)
+    assert {o for o in openers if any(x.startswith(o) for x in a)} == set(openers)
+    assert a == self_requests(teacher, tok, 8, seed=7, max_tokens=64, temperature=4.0, batch_size=4, openers=openers)
+    free = self_requests(teacher, tok, 8, seed=7, max_tokens=64, temperature=4.0, batch_size=4)
+    assert free != a and free == self_requests(teacher, tok, 8, seed=7, max_tokens=64, temperature=4.0, batch_size=4,
+                                               openers=("",))
+    with pytest.raises(ValueError, match="openers"):
+        self_requests(teacher, tok, 2, seed=7, openers=())
+
+
 def test_chunked_kd_loss_equals_the_full_logit_loss_and_its_gradients(tiny_fetch_dir: Path) -> None:
     from ternforge.quant.distill import _final_hidden, chunked_kd_loss
 

@@ -284,6 +284,12 @@ export interface QuantizeParams {
      */
     chat_self_prompts?: number;
     /**
+     * The first words of the teacher-written requests, one per draw in turn ("": the teacher writes the whole request). Generic words of ours such as "What" or "How many" steer it to the short questions users ask; never evaluation items. Default [""].
+     *
+     * @minItems 1
+     */
+    chat_self_openers?: [string, ...string[]];
+    /**
      * Longest teacher answer, in tokens, per chat transcript.
      */
     chat_max_new?: number;

@@ -12,14 +12,18 @@ Snippet prompts are all about a given text, and a weak student trained on them a
 ("The text is about ...") for every request. So the teacher may also write the user's side
 (`self_prompts`, the Magpie recipe): fed the chat template only up to where a user message starts, an
 instruction-tuned model samples a request of the kind it was tuned on, which it then answers like any
-other. No outside text enters those transcripts at all.
+other. No outside text enters those transcripts at all. Left alone, SmolLM2's teacher writes long planning
+requests ("Can you help me plan a surprise birthday party ..."); `openers` steer it, Magpie-style, by starting
+the user's message with a few fixed words (one per draw, in turn; "" leaves the draw free), so it also writes
+the short questions users ask ("What ...?", "How many ...?"). The openers are generic words of ours, never an
+evaluation item; the teacher writes the rest of the question and its answer.
 
 Deterministic: snippets are chosen evenly over the documents in manifest order, answers are greedy, and
 self-written requests are sampled from a seeded generator.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -121,14 +125,18 @@ def user_turn_prefix(tokenizer) -> str:
 @torch.no_grad()
 def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_tokens: int = 64,
                   temperature: float = 1.0, top_p: float = 0.95, batch_size: int = 16, device: str = "cpu",
-                  on_progress: Callable[[int, int], None] | None = None) -> list[str]:
+                  on_progress: Callable[[int, int], None] | None = None, openers: Sequence[str] = ("",)) -> list[str]:
     """`n` distinct user requests written by the teacher itself (Magpie): it is fed the template up to where a
-    user message starts and samples, from a generator seeded with `seed`, until its end-of-turn token.
+    user message starts, then draw k's opener (`openers[k % len(openers)]`, "" for none), and samples, from
+    a generator seeded with `seed`, until its end-of-turn token; the request is the opener and what follows.
     Samples that run past `max_tokens`, are blank, or repeat an earlier one are dropped and drawn again (at
     most 4n draws in all). `on_progress(kept, n)` follows each batch of draws."""
+    if not openers:
+        raise ValueError("openers must hold at least one string ('' for a free draw)")
     stops = eos_ids(teacher)
     pad = _pad_id(tokenizer, stops)
-    prefix = tokenizer.encode(user_turn_prefix(tokenizer), add_special_tokens=False)
+    user = user_turn_prefix(tokenizer)
+    prefixes = [tokenizer.encode(user + o, add_special_tokens=False) for o in openers]
     out: list[str] = []
     seen: set[str] = set()
     teacher.eval()
@@ -136,18 +144,20 @@ def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_to
     cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
     while len(out) < n and draws < 4 * n:
         rows = min(batch_size, 4 * n - draws)
+        first = draws
         draws += rows
-        ids, mask = _left_padded([prefix] * rows, pad)
+        which = [(first + r) % len(openers) for r in range(rows)]
+        ids, mask = _left_padded([prefixes[w] for w in which], pad)
         with torch.random.fork_rng(devices=cuda):  # generate() samples from the global generators: seed, restore
             torch.manual_seed(seed + draws)
             gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_tokens,
                                    do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
                                    eos_token_id=sorted(stops), pad_token_id=pad)
-        for row in gen[:, ids.shape[1]:].tolist():
+        for w, row in zip(which, gen[:, ids.shape[1]:].tolist()):
             stop = _until_stop(row, stops)
             if stop is None:
                 continue
-            text = tokenizer.decode(row[:stop], skip_special_tokens=True).strip()
+            text = (openers[w] + tokenizer.decode(row[:stop], skip_special_tokens=True)).strip()
             if text and text not in seen and len(out) < n:
                 seen.add(text)
                 out.append(text)

@@ -83,6 +83,7 @@ class KDConfig:
     sequences: int | None = None  # calibration-text windows; None: all there are
     chat_prompts: int = 0
     chat_self_prompts: int = 0
+    chat_self_openers: tuple[str, ...] = ("",)  # first words of the self-written requests, in turn ("": free)
     chat_max_new: int = 128
     onpolicy_steps: int = 0  # the last N steps add windows of the student's own answers to the chat requests (GKD)
 
@@ -95,6 +96,8 @@ def kd_problems(kd: KDConfig) -> list[str]:
         problems.append(f"kd.micro_batch ({kd.micro_batch}) must divide kd.batch_size ({kd.batch_size})")
     if kd.onpolicy_steps > kd.steps:
         problems.append(f"kd.onpolicy_steps ({kd.onpolicy_steps}) must not exceed kd.steps ({kd.steps})")
+    if not kd.chat_self_openers:
+        problems.append("kd.chat_self_openers must hold at least one string (\"\" for a free request)")
     if kd.onpolicy_steps and kd.chat_prompts + kd.chat_self_prompts <= 0:
         problems.append("kd.onpolicy_steps needs chat requests for the student to answer "
                         "(kd.chat_prompts or kd.chat_self_prompts)")

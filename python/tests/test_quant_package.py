@@ -190,3 +190,13 @@ def test_onpolicy_steps_beyond_the_steps_or_without_chat_requests_are_refused_be
     with pytest.raises(ConfigError, match="kd.onpolicy_steps needs chat requests"):
         parse({**base, "kd": {"steps": 4, "onpolicy_steps": 2}})
     assert parse({**base, "kd": {"steps": 4, "onpolicy_steps": 4, "chat_self_prompts": 1}})[0].kd.onpolicy_steps == 4
+
+
+def test_chat_self_openers_become_a_tuple_and_an_empty_list_is_refused(tmp_path: Path) -> None:
+    base = {"method": "gptq+kd", "group_size": 32, "model_dir": str(tmp_path), "out_dir": str(tmp_path / "o")}
+    assert parse({**base, "kd": {"chat_self_openers": ["", "How many"]}})[0].kd.chat_self_openers == ("", "How many")
+    assert parse(base)[0].kd.chat_self_openers == ("",)
+    with pytest.raises(ConfigError, match="kd.chat_self_openers must hold at least one string"):
+        parse({**base, "kd": {"chat_self_openers": []}})
+    with pytest.raises(ConfigError, match="chat_self_openers must be a list of strings"):
+        parse({**base, "kd": {"chat_self_openers": "What"}})

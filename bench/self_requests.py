@@ -27,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from ternforge.quant.chatdata import load_tokenizer, self_requests  # noqa: E402
+from ternforge.quant.config import parse  # noqa: E402
 from ternforge.quant.model import DTYPES, load_float_model  # noqa: E402
 
 
@@ -44,12 +45,13 @@ def main() -> None:
     a = ap.parse_args()
 
     kd = json.loads((a.store / "quantize_report.json").read_text())["kd"]
-    q = json.loads(a.profile.read_text())["stages"]["quantize"]
-    openers = tuple(q["kd"].get("chat_self_openers", [""]))
-    teacher = load_float_model(a.model_dir, DTYPES[q.get("dtype", "float32")], "cpu")
+    section = json.loads(a.profile.read_text())["stages"]["quantize"]
+    cfg = parse({**section, "model_dir": str(a.model_dir), "out_dir": str(a.out.parent)})[0]  # the stage's defaults
+    openers = cfg.kd.chat_self_openers
+    teacher = load_float_model(a.model_dir, DTYPES[cfg.dtype], "cpu")
     tok = load_tokenizer(a.model_dir)
     t0 = time.monotonic()
-    written = self_requests(teacher, tok, kd["chat_self_prompts"], q.get("seed", 0), openers=openers)
+    written = self_requests(teacher, tok, kd["chat_self_prompts"], cfg.seed, openers=openers)
     seconds = time.monotonic() - t0
     reported = kd["data"]["chat_self_examples"]
     same = written[:len(reported)] == reported

@@ -280,3 +280,41 @@ def test_onpolicy_windows_are_the_students_own_greedy_answers_after_the_data_so_
     assert torch.equal(out[seqs.shape[0]:], windows(mine, 8))
     assert info == {"transcripts": 3, "stopped": stopped, "windows": windows(mine, 8).shape[0],
                     "tokens": sum(len(t) for t in mine)}
+
+
+def test_tuned_norms_train_from_fp32_masters_resume_exactly_and_are_refused_without_a_rate(
+        tiny_fetch_dir: Path, tmp_path: Path) -> None:
+    from ternforge.quant.distill import tuned_norms
+
+    base = dict(lr=0.05, scale_lr=5e-3, batch_size=4, checkpoint_every=2)
+    teacher, sm_a, st_a, _, seqs = _setup(tiny_fetch_dir / "model")
+    tuned_a = tuned_norms(sm_a)
+    names = sorted(tuned_a)
+    assert names and all(n.endswith("norm.weight") for n in names)
+    assert any(".layers.0.input_layernorm" in n for n in names) and "model.norm.weight" in names
+    assert not any("embed" in n or "lm_head" in n for n in names)
+    start = {n: tf.master.detach().clone() for n, tf in tuned_a.items()}
+    with pytest.raises(ValueError, match="kd.norm_lr"):
+        distill(teacher, sm_a, st_a, seqs, KDConfig(steps=1, **base), tuned=tuned_a)
+    with pytest.raises(ValueError, match="kd.norm_lr"):
+        distill(teacher, sm_a, st_a, seqs, KDConfig(steps=1, norm_lr=1e-2, **base))
+    cfg = KDConfig(steps=4, norm_lr=1e-2, **base)
+    distill(teacher, sm_a, st_a, seqs, cfg, tuned=tuned_a)
+    params = dict(sm_a.named_parameters())
+    for n, tf in tuned_a.items():
+        assert not torch.equal(tf.master, start[n]), n  # every gain moved
+        assert tf.master.dtype == torch.float32 and torch.equal(params[n], tf.master.to(params[n].dtype))
+    # Resumed from a checkpoint: the masters and their moments come back, so the same bytes.
+    _, sm_b, st_b, _, _ = _setup(tiny_fetch_dir / "model")
+    distill(teacher, sm_b, st_b, seqs, KDConfig(**{**cfg.__dict__, "steps": 2}), tmp_path, tuned=tuned_norms(sm_b))
+    _, sm_c, st_c, _, _ = _setup(tiny_fetch_dir / "model")
+    tuned_c = tuned_norms(sm_c)
+    trained: list[int] = []
+    distill(teacher, sm_c, st_c, seqs, cfg, tmp_path, on_step=lambda r: trained.append(r["step"]), tuned=tuned_c)
+    assert trained == [3, 4]
+    for n in names:
+        assert torch.equal(tuned_a[n].master, tuned_c[n].master), n
+    for n in st_a:
+        assert torch.equal(st_a[n].U, st_c[n].U) and torch.equal(st_a[n].scale, st_c[n].scale)
+    # The teacher's own gains are not the student's: the teacher model is untouched.
+    assert all(torch.equal(p, start[n].to(p.dtype)) for n, p in teacher.named_parameters() if n in start)

@@ -243,6 +243,10 @@ export interface QuantizeParams {
     steps?: number;
     lr?: number;
     scale_lr?: number;
+    /**
+     * Learning rate of every norm's gain (the student's `*norm.weight`, kept float by the float-budget plan), trained beside the codes from an fp32 master copy and written in place of the source values (Norm Tweaking, Li et al. 2024). 0 (default): norms stay the source's.
+     */
+    norm_lr?: number;
     weight_decay?: number;
     temperature?: number;
     hidden_mse?: number;

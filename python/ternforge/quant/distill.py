@@ -8,8 +8,11 @@ per-group `scale` (initialised to GPTQ's). Forward weight:
     T = round(clamp(U, -1, 1)),   W = (U + (T - U).detach()) * scale      (value T * scale, STE gradient)
 
 so dL/dU = dL/dW * scale and dL/dscale = sum over the group of dL/dW * T. U is kept in [-U_MAX, U_MAX]
-after each step so a code pushed past +-1 can come back. Everything else (embeddings, norms, float
-tensors) is frozen at the source values, so the emitted codes and scales are the only trained state.
+after each step so a code pushed past +-1 can come back. With kd.norm_lr > 0 every norm's gain is trained
+too (Norm Tweaking, Li et al. 2024: a per-channel gain before q/k/v or gate/up scales each input column of
+those ternary matrices, which their per-group scales cannot; `TunedFloat` keeps an fp32 master of it) and
+written in place of the source's values, still stored and audited as float. Everything else (embeddings,
+the float budget's matrices) is frozen at the source values.
 
 Loss on calibration sequences, teacher logits computed on the fly (no cache); with `logit_chunk` the head and
 the KL run a chunk of positions at a time (chunked_kd_loss), so full logits never exist at once:
@@ -37,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -54,6 +58,7 @@ from .config import KDConfig, Paths, QuantizeConfig, kd_problems
 from .interchange import TernaryTensor
 
 U_MAX = 1.5
+NORM_PARAM = re.compile(r"norm\.weight$")  # a norm's gain (floatplan.SMALL_NAME's `norm`): input_layernorm, q_norm, ...
 
 
 LATENT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -108,6 +113,32 @@ class TernaryLinear(nn.Module):
     def export(self) -> TernaryTensor:
         return TernaryTensor(W_q=self.codes().cpu(), scale=self.scale.detach().float().cpu().contiguous(),
                              group_size=self.group_size)
+
+
+class TunedFloat:
+    """A float parameter of the student trained beside the codes (kd.norm_lr). The optimizer steps an fp32
+    master copy; the model's own parameter (its dtype: a bf16 gain near 1 cannot take a step of 1e-3) gets the
+    master's value after every step and hands its gradient to the master before it."""
+
+    def __init__(self, param: nn.Parameter):
+        self.param = param
+        self.master = nn.Parameter(param.detach().float().clone())
+        param.requires_grad_(True)
+
+    def pull_grad(self) -> None:
+        g = self.param.grad
+        self.master.grad = None if g is None else g.float()
+        self.param.grad = None
+
+    def push(self) -> None:
+        with torch.no_grad():
+            self.param.copy_(self.master)
+
+
+def tuned_norms(model: nn.Module) -> dict[str, TunedFloat]:
+    """Every norm gain of `model` by parameter name, made trainable through a TunedFloat (call after
+    make_student, which freezes everything)."""
+    return {n: TunedFloat(p) for n, p in model.named_parameters() if NORM_PARAM.search(n)}
 
 
 @contextmanager
@@ -221,8 +252,8 @@ def _batch_at(step: int, seqs: torch.Tensor, bs: int, seed: int) -> torch.Tensor
     return seqs[idx]
 
 
-def _digest(cfg: KDConfig, seqs: torch.Tensor, student: dict[str, TernaryLinear], first: int = 0,
-            last: int | None = None) -> str:
+def _digest(cfg: KDConfig, seqs: torch.Tensor, student: dict[str, TernaryLinear], tuned: dict[str, TunedFloat],
+            first: int = 0, last: int | None = None) -> str:
     growable = ("steps", "checkpoint_every") if cfg.schedule == "constant" else ("checkpoint_every",)
     fixed = {k: v for k, v in asdict(cfg).items() if k not in growable}  # may change on resume
     if first or (last is not None and cfg.onpolicy_steps):  # a phase: where it starts and ends
@@ -231,22 +262,30 @@ def _digest(cfg: KDConfig, seqs: torch.Tensor, student: dict[str, TernaryLinear]
     h.update(seqs.numpy().tobytes())
     for name in sorted(student):
         h.update(name.encode())
+    for name in sorted(tuned):
+        h.update(f"tuned:{name}".encode())
     return h.hexdigest()
 
 
-def _save(work: Path, step: int, digest: str, student: dict[str, TernaryLinear], opt: torch.optim.Optimizer,
+def _trained(student: dict[str, TernaryLinear], tuned: dict[str, TunedFloat]) -> list[tuple[str, nn.Parameter]]:
+    """Every parameter the optimizer steps, by its checkpoint key."""
+    out = [(f"{name}.{pname}", p) for name, tl in student.items() for pname, p in (("U", tl.U), ("scale", tl.scale))]
+    return out + [(f"{name}.master", tf.master) for name, tf in sorted(tuned.items())]
+
+
+def _save(work: Path, step: int, digest: str, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer,
           history: list[dict]) -> None:
-    """Exactly what resuming needs: U and scale of every ternary linear and their two Adam moments, in the
-    trained dtype, plus the step (once, in the JSON: every parameter took the same number of Adam steps)."""
+    """Exactly what resuming needs: U and scale of every ternary linear (and the tuned floats' masters) and
+    their two Adam moments, in the trained dtype, plus the step (once, in the JSON: every parameter took the
+    same number of Adam steps)."""
     work.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, torch.Tensor] = {}
-    for name, tl in student.items():
-        for pname, p in (("U", tl.U), ("scale", tl.scale)):
-            tensors[f"{name}.{pname}"] = p.detach().cpu().contiguous()
-            st = opt.state.get(p, {})
-            for k in ("exp_avg", "exp_avg_sq"):
-                if k in st:
-                    tensors[f"{name}.{pname}.{k}"] = st[k].detach().cpu().contiguous()
+    for key, p in trained:
+        tensors[key] = p.detach().cpu().contiguous()
+        st = opt.state.get(p, {})
+        for k in ("exp_avg", "exp_avg_sq"):
+            if k in st:
+                tensors[f"{key}.{k}"] = st[k].detach().cpu().contiguous()
     tmp = work / "kd-checkpoint.safetensors.tmp"
     save_file(tensors, str(tmp))
     del tensors
@@ -257,7 +296,8 @@ def _save(work: Path, step: int, digest: str, student: dict[str, TernaryLinear],
     tmpj.replace(work / "kd-checkpoint.json")
 
 
-def _load(work: Path, digest: str, student: dict[str, TernaryLinear], opt: torch.optim.Optimizer) -> tuple[int, list[dict]]:
+def _load(work: Path, digest: str, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer
+          ) -> tuple[int, list[dict]]:
     js, st = work / "kd-checkpoint.json", work / "kd-checkpoint.safetensors"
     if not (js.exists() and st.exists()):
         return 0, []
@@ -269,15 +309,14 @@ def _load(work: Path, digest: str, student: dict[str, TernaryLinear], opt: torch
         return 0, []
     step = int(state["step"])
     tensors = load_file(str(st))
-    for name, tl in student.items():
-        for pname, p in (("U", tl.U), ("scale", tl.scale)):
-            p.data.copy_(tensors.pop(f"{name}.{pname}"))
-            if f"{name}.{pname}.exp_avg" in tensors:
-                opt.state[p] = {
-                    "step": torch.tensor(float(step)),
-                    "exp_avg": tensors.pop(f"{name}.{pname}.exp_avg").to(p.device),
-                    "exp_avg_sq": tensors.pop(f"{name}.{pname}.exp_avg_sq").to(p.device),
-                }
+    for key, p in trained:
+        p.data.copy_(tensors.pop(key))
+        if f"{key}.exp_avg" in tensors:
+            opt.state[p] = {
+                "step": torch.tensor(float(step)),
+                "exp_avg": tensors.pop(f"{key}.exp_avg").to(p.device),
+                "exp_avg_sq": tensors.pop(f"{key}.exp_avg_sq").to(p.device),
+            }
     return step, list(state["history"])
 
 
@@ -340,8 +379,10 @@ def _micro_loss(teacher: nn.Module, student_model: nn.Module, ids: torch.Tensor,
 
 def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, TernaryLinear], seqs: torch.Tensor,
             cfg: KDConfig, work_dir: str | Path | None = None,
-            on_step: Callable[[dict], None] | None = None, first: int = 0, last: int | None = None) -> list[dict]:
+            on_step: Callable[[dict], None] | None = None, first: int = 0, last: int | None = None,
+            tuned: dict[str, TunedFloat] | None = None) -> list[dict]:
     """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history.
+    `tuned` (tuned_norms: required when cfg.norm_lr > 0, refused otherwise) trains at cfg.norm_lr too.
     With `first`/`last` only steps first..last-1 of that schedule run, on `seqs` (one phase of a run whose
     data changes between phases: each phase has its own checkpoint and optimizer, the schedule is the run's).
 
@@ -351,11 +392,18 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     several its loss is the mean of the micro-batches' means, which equals the full-batch mean when
     stop_weight is 0 (every position weighs 1) and is its micro-batch-weighted estimate otherwise."""
     check_config(cfg)
+    tuned = tuned or {}
+    if (cfg.norm_lr > 0) != bool(tuned):
+        raise ValueError(f"distill: kd.norm_lr {cfg.norm_lr} with {len(tuned)} tuned norms (tuned_norms gives them "
+                         "when the rate is above 0, and only then)")
     teacher.eval()
     student_model.train()
+    groups = [{"params": [tl.U for tl in student.values()], "lr": cfg.lr},
+              {"params": [tl.scale for tl in student.values()], "lr": cfg.scale_lr}]
+    if tuned:
+        groups.append({"params": [tf.master for _, tf in sorted(tuned.items())], "lr": cfg.norm_lr})
     opt = torch.optim.AdamW(
-        [{"params": [tl.U for tl in student.values()], "lr": cfg.lr},
-         {"params": [tl.scale for tl in student.values()], "lr": cfg.scale_lr}],
+        groups,
         weight_decay=cfg.weight_decay, betas=(0.9, 0.95),
         # On a GPU the fused kernel: PyTorch's default there (foreach) makes temporaries the size of every
         # trained tensor at once (14 GB for the 4B's fp32 latents). The CPU keeps its per-tensor loop.
@@ -363,16 +411,19 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     last = cfg.steps if last is None else last
     if not 0 <= first <= last <= cfg.steps:
         raise ValueError(f"distill: steps {first}..{last} are not within the schedule's {cfg.steps}")
-    digest = _digest(cfg, seqs, student, first, last)
+    digest = _digest(cfg, seqs, student, tuned, first, last)
+    trained = _trained(student, tuned)
     work = Path(work_dir) if work_dir is not None else None
-    step, history = _load(work, digest, student, opt) if work is not None else (0, [])
+    step, history = _load(work, digest, trained, opt) if work is not None else (0, [])
+    for tf in tuned.values():
+        tf.push()  # a resumed run's masters into the model
     step = max(step, first)
     device = next(iter(student.values())).U.device
     hidden = cfg.hidden_mse > 0 or cfg.hidden_cos > 0
     stop = sorted(eos_ids(teacher)) if cfg.stop_weight > 0 else []
     bases = [g["lr"] for g in opt.param_groups]
     mb = cfg.micro_batch or cfg.batch_size
-    params = [p for tl in student.values() for p in (tl.U, tl.scale)]
+    params = [p for _, p in trained]
     with layer_checkpointing(student_model, cfg.grad_checkpointing):
         while step < last:
             for g, base in zip(opt.param_groups, bases):
@@ -390,12 +441,16 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
                 mse_v += float(mse.detach()) * share
                 cos_v += float(cos.detach()) * share
                 del loss, kl, mse, cos
+            for tf in tuned.values():
+                tf.pull_grad()
             gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)) if cfg.grad_clip > 0 else math.nan
             opt.step()
             with torch.no_grad():
                 for tl in student.values():
                     tl.U.clamp_(-U_MAX, U_MAX)
                     tl.scale.clamp_(min=1e-8)
+            for tf in tuned.values():
+                tf.push()
             step += 1
             rec = {"step": step, "loss": loss_v, "kl": kl_v, "hidden_mse": mse_v, "hidden_cos": cos_v, "grad_norm": gnorm,
                    "lr": opt.param_groups[0]["lr"]}
@@ -403,7 +458,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             if on_step is not None:
                 on_step(rec)
             if work is not None and (step % cfg.checkpoint_every == 0 or step == last):
-                _save(work, step, digest, student, opt, history)
+                _save(work, step, digest, trained, opt, history)
     opt.zero_grad(set_to_none=True)
     student_model.eval()
     return history
@@ -485,12 +540,16 @@ class StepProgress:
 def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
                 on_layer: Callable[[int, int], None] | None = None,
                 on_step: Callable[[dict], None] | None = None,
-                on_progress: Callable[[int, int, str], None] | None = None) -> tuple[dict[str, TernaryTensor], dict]:
+                on_progress: Callable[[int, int, str], None] | None = None
+                ) -> tuple[dict[str, TernaryTensor], dict, dict[str, torch.Tensor]]:
     """GPTQ initialisation (gptq.run_gptq), then distillation from a fresh full-precision teacher; returns the
-    codes by source name and the report's figures. `on_step` gets each step's record plus `total` and
+    codes by source name, the report's figures and the tuned norms (fp32, by source name; empty when
+    kd.norm_lr is 0). `on_step` gets each step's record plus `total` and
     `seconds_left`; `on_progress(done, total, what)` follows the teacher's transcripts."""
     from .calibration import eos_of
     from .gptq import run_gptq
+    from ternforge_server.loader import model_name_for
+
     from .model import DTYPES, load_float_model
 
     k = cfg.kd
@@ -501,27 +560,37 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         p.requires_grad_(False)
     s2m = {s: m for m, s in prep.m2s.items()}
     student = make_student(prep.model, {s2m[s]: tt for s, tt in init.items()}, k.latent_dtype)
+    tuned = tuned_norms(prep.model) if k.norm_lr > 0 else {}
+    p2s = {model_name_for(s): s for s in prep.shapes}
+    unmapped = sorted(n for n in tuned if n not in p2s)
+    if unmapped:
+        raise ValueError(f"distill: tuned norms with no source tensor: {unmapped[:5]}")
+    initial = {n: tf.master.detach().clone() for n, tf in tuned.items()}
     seqs, data, requests = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device,
                                         on_progress)
     progress = StepProgress(k.steps, on_step) if on_step is not None else None
     if not k.onpolicy_steps:
-        history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress)
+        history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress, tuned=tuned)
     else:
         # Two phases of one schedule: teacher-written data, then the same plus the student's own answers.
         switch = k.steps - k.onpolicy_steps
         work = Path(paths.work_dir) if paths.work_dir is not None else None
         history = distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-1",
-                          progress, first=0, last=switch)
+                          progress, first=0, last=switch, tuned=tuned)
         seqs, data["onpolicy"] = onpolicy_sequences(prep.model, student, paths.model_dir, requests, seqs, k,
                                                     cfg.device, on_progress)
         data["onpolicy"]["at_step"] = switch
         log(f"distill: at step {switch} the student stopped by itself in {data['onpolicy']['stopped']} of "
             f"{data['onpolicy']['transcripts']} answers; {data['onpolicy']['windows']} windows of them join the data")
         history += distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-2",
-                           progress, first=switch, last=k.steps)
+                           progress, first=switch, last=k.steps, tuned=tuned)
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
+    floats = {p2s[n]: tf.master.detach().cpu().contiguous() for n, tf in tuned.items()}
+    # How far each tuned norm moved from the source's values: ||new - old|| / ||old||.
+    moved = {p2s[n]: round(float((tf.master.detach() - initial[n]).norm() / initial[n].norm().clamp_min(1e-12)), 6)
+             for n, tf in sorted(tuned.items())}
     first = history[0]["kl"] if history else None
     last = sum(r["kl"] for r in history[-10:]) / len(history[-10:]) if history else None
     report = {**report, "kd": {**asdict(k), "first_kl": first, "last10_kl": last, "steps_done": len(history),
-                               "data": data}}
-    return out, report
+                               "data": data, "tuned_norms": moved}}
+    return out, report, floats

@@ -3,7 +3,8 @@
 A method gets a `Job` (the parsed config, the stage's paths, the source tensor list, progress sinks) and
 returns an `Outcome`: the float-budget plan it used (floatplan.Allocation: which tensors are ternary) and
 `codes(planned, W)`, the ternary codes and scales of one planned tensor given its source weight, plus the
-figures only it has (GPTQ's output errors, the distillation's losses). The one interchange writer
+figures only it has (GPTQ's output errors, the distillation's losses) and any float tensors it trained
+(gptq+kd's norms with kd.norm_lr). The one interchange writer
 (interchange.write_interchange) then streams every source tensor through `codes`, so keep_float,
 max_file_bytes, the file layout and the evidence figures are the same for every method.
 
@@ -43,6 +44,8 @@ class Outcome:
     allocation: Allocation
     codes: Callable[[PlannedTensor, torch.Tensor], TernaryTensor]
     report: dict[str, Any] = field(default_factory=dict)
+    # Float tensors the method trained (source name -> values), written in place of the source's in its dtype.
+    floats: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 class Method(Protocol):
@@ -128,9 +131,9 @@ class GPTQKD:
 
         check_config(job.cfg.kd)  # refuses bad kd settings before the GPTQ pass
         prep = prepare(job.paths.model_dir, job.paths.calib_dir, job.cfg)
-        codes, report = run_gptq_kd(prep, job.cfg, job.paths, lambda d, n: job.on_progress(d, n, "gptq+kd: layer"),
+        codes, report, floats = run_gptq_kd(prep, job.cfg, job.paths, lambda d, n: job.on_progress(d, n, "gptq+kd: layer"),
                                     job.on_step, job.on_progress)
-        return Outcome(prep.allocation, _lookup(codes), report)
+        return Outcome(prep.allocation, _lookup(codes), report, floats)
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (Absmean(), NoQuantization(), TWN(), GPTQMethod(), GPTQKD())}

@@ -118,13 +118,23 @@ def write_outcome(cfg: QuantizeConfig, paths: Paths, outcome: Outcome, on_progre
     """The interchange of `outcome` (its plan and codes) and quantize_report.json in paths.out_dir."""
     model_dir, out_dir = Path(paths.model_dir), Path(paths.out_dir)
     planned, weight_map, why = plan(model_dir, cfg.group_size, outcome.allocation)
+    not_float = sorted(set(outcome.floats) - {t.name for t in planned if t.encoding is Encoding.FLOAT})
+    if not_float:
+        raise RuntimeError(f"the method trained float values for tensors the plan does not keep float: {not_float[:5]}")
     open_shards: dict[str, Any] = {}
 
     def read(name: str) -> torch.Tensor:
         shard = weight_map[name]
         if shard not in open_shards:
             open_shards[shard] = safe_open(str(model_dir / shard), framework="pt")
-        return open_shards[shard].get_tensor(name)
+        W = open_shards[shard].get_tensor(name)
+        if name not in outcome.floats:
+            return W
+        new = outcome.floats[name]
+        if tuple(new.shape) != tuple(W.shape) or not bool(torch.isfinite(new).all()):
+            raise RuntimeError(f"{name}: the method's trained values ({tuple(new.shape)}) are not a finite "
+                               f"tensor of the source's shape {tuple(W.shape)}")
+        return new.to(W.dtype)  # stored in the source's dtype, as every float tensor
 
     try:
         figures = write_interchange(out_dir, planned, read, outcome.codes, cfg.method, base_model, revision,

@@ -200,3 +200,49 @@ def test_chat_self_openers_become_a_tuple_and_an_empty_list_is_refused(tmp_path:
         parse({**base, "kd": {"chat_self_openers": []}})
     with pytest.raises(ConfigError, match="chat_self_openers must be a list of strings"):
         parse({**base, "kd": {"chat_self_openers": "What"}})
+
+
+def test_tuned_norms_are_written_in_place_of_the_sources_in_its_dtype_and_only_for_float_tensors(
+        tiny_fetch_dir: Path, tiny_calib: Path, tmp_path: Path) -> None:
+    import torch
+
+    from ternforge.quant.methods import Job, Outcome, forced_plan
+    from ternforge.quant.model import source_tensor_names
+    from ternforge.quant.run import write_outcome
+
+    out = tmp_path / "q"
+    config = {"method": "gptq+kd", "group_size": 32, "seed": 0,
+              "calibration": {"seq_len": 32, "sequences": 4, "batch_size": 4},
+              "kd": {"steps": 3, "batch_size": 2, "seq_len": 16, "sequences": 4, "norm_lr": 0.01},
+              "model_dir": str(tiny_fetch_dir / "model"), "calib_dir": str(tiny_calib), "out_dir": str(out)}
+    assert run.main(config)["ok"]
+    index = json.loads((out / "index.json").read_text())
+    moved = json.loads((out / "quantize_report.json").read_text())["kd"]["tuned_norms"]
+    text_norms = sorted(n for n in index["tensors"] if n.endswith("norm.weight") and not index["tensors"][n]["exempt"])
+    assert sorted(moved) == text_norms and all(v > 0 for v in moved.values())
+    src = {}
+    for shard in sorted((tiny_fetch_dir / "model").glob("*.safetensors")):
+        with safe_open(str(shard), framework="pt") as f:
+            src.update({k: f.get_tensor(k) for k in f.keys() if k.endswith("norm.weight")})
+    for name, entry in index["tensors"].items():
+        if not name.endswith("norm.weight"):
+            continue
+        with safe_open(str(out / entry["file"]), framework="pt") as f:
+            stored = f.get_tensor(name)
+        assert entry["encoding"] == "float" and stored.dtype == src[name].dtype
+        assert torch.equal(stored, src[name]) == (name not in moved), name  # tuned ones differ, the rest are the source's
+    # A trained value for a tensor the plan makes ternary, or of another shape, is a method bug: refused, not written.
+    cfg, paths = parse({**config, "out_dir": str(tmp_path / "bad")})
+    plan = forced_plan(Job(cfg, paths, source_tensor_names(tiny_fetch_dir / "model")))
+    ternary = next(n for n, t in index["tensors"].items() if t["encoding"] == "ternary")
+    norm = text_norms[0]
+
+    def write(floats: dict) -> None:
+        write_outcome(cfg, paths, Outcome(plan, lambda t, W: None, {}, floats), lambda *a: None, "x", "y")
+
+    with pytest.raises(RuntimeError, match="the plan does not keep float"):
+        write({ternary: torch.zeros(1)})
+    with pytest.raises(RuntimeError, match="not a finite tensor of the source's shape"):
+        write({norm: torch.zeros(3)})
+    with pytest.raises(RuntimeError, match="not a finite tensor"):
+        write({norm: src[norm].float() * float("nan")})

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 root = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(root / "python"))
 from ternforge.quality import assemble_submission  # noqa: E402
-from ternforge.quant.chatdata import answer, load_tokenizer  # noqa: E402
+from ternforge.quant.chatdata import answer, load_tokenizer, prompt_ids  # noqa: E402
 from ternforge.quant.model import load_float_model  # noqa: E402
 from ternforge_server.loader import load_model  # noqa: E402
 
@@ -68,9 +68,7 @@ def main() -> None:
     ref = load_float_model(a.model_dir)
     t0 = time.monotonic()
     transcripts, stopped = answer(ref, tok, [q["question"] for q in questions], a.max_new)
-    prompts = [len(tok.encode(tok.apply_chat_template([{"role": "user", "content": q["question"]}],
-                                                      add_generation_prompt=True, tokenize=False),
-                              add_special_tokens=False)) for q in questions]
+    prompts = [len(prompt_ids(tok, q["question"])) for q in questions]
     print(f"float answers: {stopped} of {len(questions)} stopped within {a.max_new} tokens "
           f"({time.monotonic() - t0:.0f} s)")
     rows = []

@@ -246,3 +246,10 @@ def test_tuned_norms_are_written_in_place_of_the_sources_in_its_dtype_and_only_f
         write({norm: torch.zeros(3)})
     with pytest.raises(RuntimeError, match="not a finite tensor"):
         write({norm: src[norm].float() * float("nan")})
+
+
+def test_a_negative_rate_is_refused_not_read_as_off(tmp_path: Path) -> None:
+    base = {"method": "gptq+kd", "group_size": 32, "model_dir": str(tmp_path), "out_dir": str(tmp_path / "o")}
+    with pytest.raises(ConfigError, match=r"kd.norm_lr must not be negative, not -0.001"):
+        parse({**base, "kd": {"norm_lr": -1e-3}})
+    assert parse({**base, "kd": {"norm_lr": 0}})[0].kd.norm_lr == 0.0

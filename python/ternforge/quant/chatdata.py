@@ -74,6 +74,13 @@ def _until_stop(tokens: list[int], stops: set[int]) -> int | None:
     return next((k for k, t in enumerate(tokens) if t in stops), None)
 
 
+def prompt_ids(tokenizer, request: str) -> list[int]:
+    """Token ids of `request` as a user turn in the chat template, up to where the assistant's reply begins."""
+    text = tokenizer.apply_chat_template([{"role": "user", "content": request}], add_generation_prompt=True,
+                                         tokenize=False)
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
 @torch.no_grad()
 def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: int, batch_size: int = 16,
            device: str = "cpu", on_progress: Callable[[int, int], None] | None = None) -> tuple[list[list[int]], int]:
@@ -82,11 +89,7 @@ def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: in
     `on_progress(done, total)` follows each batch of answers."""
     stops = eos_ids(teacher)
     pad = _pad_id(tokenizer, stops)
-    prompts = []
-    for request in requests:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": request}], add_generation_prompt=True,
-                                             tokenize=False)
-        prompts.append(tokenizer.encode(text, add_special_tokens=False))
+    prompts = [prompt_ids(tokenizer, request) for request in requests]
     out: list[list[int]] = []
     stopped = 0
     teacher.eval()

@@ -176,7 +176,7 @@ def _check(section: str, key: str, value: Any, hint: Any, problems: list[str]) -
         problems.append(f"{where} must be one of {list(ENUMS[(section, key)])}, not {value!r}")
     if (section, key) in MINIMUM and value < MINIMUM[(section, key)]:
         problems.append(f"{where} must be at least {MINIMUM[(section, key)]}, not {value!r}")
-    elif isinstance(value, int) and not isinstance(value, bool) and value < 0:
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
         problems.append(f"{where} must not be negative, not {value!r}")
     return value
 

@@ -470,8 +470,9 @@ def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Pat
     """The distillation windows of k.seq_len tokens: k.sequences windows of calibration text (all when None)
     and windows over teacher-written chat transcripts (chatdata.py) of k.chat_max_new tokens at most per
     answer: k.chat_prompts requests about calibration snippets and k.chat_self_prompts requests the teacher
-    writes itself (sampled with k.seed, each begun with one of k.chat_self_openers in turn). Returns [n, seq_len] ids, what went into them, and the chat requests.
-    `on_progress(done, total, what)` follows each batch of self-written requests and of answers."""
+    writes itself (sampled with k.seed, each begun with one of k.chat_self_openers in turn). Returns the
+    [n, seq_len] ids, what went into them, and the chat requests. `on_progress(done, total, what)` follows
+    each batch of self-written requests and of answers."""
     from ..calib.tokens import load_role, sequences
     from .chatdata import answer, load_tokenizer, self_requests, snippet_requests, windows
 

@@ -545,12 +545,12 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
                 ) -> tuple[dict[str, TernaryTensor], dict, dict[str, torch.Tensor]]:
     """GPTQ initialisation (gptq.run_gptq), then distillation from a fresh full-precision teacher; returns the
     codes by source name, the report's figures and the tuned norms (fp32, by source name; empty when
-    kd.norm_lr is 0). `on_step` gets each step's record plus `total` and
-    `seconds_left`; `on_progress(done, total, what)` follows the teacher's transcripts."""
-    from .calibration import eos_of
-    from .gptq import run_gptq
+    kd.norm_lr is 0). `on_step` gets each step's record plus `total` and `seconds_left`;
+    `on_progress(done, total, what)` follows the teacher's transcripts."""
     from ternforge_server.loader import model_name_for
 
+    from .calibration import eos_of
+    from .gptq import run_gptq
     from .model import DTYPES, load_float_model
 
     k = cfg.kd

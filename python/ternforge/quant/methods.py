@@ -131,8 +131,9 @@ class GPTQKD:
 
         check_config(job.cfg.kd)  # refuses bad kd settings before the GPTQ pass
         prep = prepare(job.paths.model_dir, job.paths.calib_dir, job.cfg)
-        codes, report, floats = run_gptq_kd(prep, job.cfg, job.paths, lambda d, n: job.on_progress(d, n, "gptq+kd: layer"),
-                                    job.on_step, job.on_progress)
+        codes, report, floats = run_gptq_kd(prep, job.cfg, job.paths,
+                                            lambda d, n: job.on_progress(d, n, "gptq+kd: layer"),
+                                            job.on_step, job.on_progress)
         return Outcome(prep.allocation, _lookup(codes), report, floats)
 
 

@@ -282,33 +282,45 @@ def test_onpolicy_windows_are_the_students_own_greedy_answers_after_the_data_so_
                     "tokens": sum(len(t) for t in mine)}
 
 
-def test_tuned_norms_train_from_fp32_masters_resume_exactly_and_are_refused_without_a_rate(
+def test_tuned_floats_train_from_fp32_masters_resume_exactly_and_must_match_the_rates(
         tiny_fetch_dir: Path, tmp_path: Path) -> None:
-    from ternforge.quant.distill import tuned_norms
+    from ternforge.quant.distill import tuned_floats, tuned_names
 
     base = dict(lr=0.05, scale_lr=5e-3, batch_size=4, checkpoint_every=2)
     teacher, sm_a, st_a, _, seqs = _setup(tiny_fetch_dir / "model")
-    tuned_a = tuned_norms(sm_a)
+    cfg = KDConfig(steps=4, norm_lr=1e-2, float_lr=1e-3, **base)
+    tuned_a = tuned_floats(sm_a, cfg)
     names = sorted(tuned_a)
-    assert names and all(n.endswith("norm.weight") for n in names)
-    assert any(".layers.0.input_layernorm" in n for n in names) and "model.norm.weight" in names
+    norms = [n for n in names if n.endswith("norm.weight")]
+    linears = sorted(n for n in names if n not in norms)
+    assert any(".layers.0.input_layernorm" in n for n in norms) and "model.norm.weight" in norms
+    # The float linears are exactly those _setup left float (in_proj_a/b): no ternary one, no head or embedding.
+    assert linears and all("in_proj_a" in n or "in_proj_b" in n for n in linears)
+    assert len(linears) == sum(1 for n, _ in sm_a.named_parameters() if "in_proj_a" in n or "in_proj_b" in n)
     assert not any("embed" in n or "lm_head" in n for n in names)
+    assert {tf.lr for n, tf in tuned_a.items() if n in norms} == {1e-2}
+    assert {tf.lr for n, tf in tuned_a.items() if n in linears} == {1e-3}
+    assert sorted(tuned_names(sm_a, KDConfig(norm_lr=1e-2))) == norms
+    assert sorted(tuned_names(sm_a, KDConfig(float_lr=1e-3))) == linears
+    assert tuned_names(sm_a, KDConfig()) == {}
     start = {n: tf.master.detach().clone() for n, tf in tuned_a.items()}
-    with pytest.raises(ValueError, match="kd.norm_lr"):
-        distill(teacher, sm_a, st_a, seqs, KDConfig(steps=1, **base), tuned=tuned_a)
-    with pytest.raises(ValueError, match="kd.norm_lr"):
+    for other in (KDConfig(steps=1, **base), KDConfig(steps=1, norm_lr=1e-2, **base),
+                  KDConfig(steps=1, norm_lr=1e-2, float_lr=2e-3, **base)):
+        with pytest.raises(ValueError, match="tuned floats differ from those kd.norm_lr"):
+            distill(teacher, sm_a, st_a, seqs, other, tuned=tuned_a)
+    with pytest.raises(ValueError, match="tuned floats differ"):
         distill(teacher, sm_a, st_a, seqs, KDConfig(steps=1, norm_lr=1e-2, **base))
-    cfg = KDConfig(steps=4, norm_lr=1e-2, **base)
     distill(teacher, sm_a, st_a, seqs, cfg, tuned=tuned_a)
     params = dict(sm_a.named_parameters())
     for n, tf in tuned_a.items():
-        assert not torch.equal(tf.master, start[n]), n  # every gain moved
+        assert not torch.equal(tf.master, start[n]), n  # every tuned float moved
         assert tf.master.dtype == torch.float32 and torch.equal(params[n], tf.master.to(params[n].dtype))
     # Resumed from a checkpoint: the masters and their moments come back, so the same bytes.
     _, sm_b, st_b, _, _ = _setup(tiny_fetch_dir / "model")
-    distill(teacher, sm_b, st_b, seqs, KDConfig(**{**cfg.__dict__, "steps": 2}), tmp_path, tuned=tuned_norms(sm_b))
+    short = KDConfig(**{**cfg.__dict__, "steps": 2})
+    distill(teacher, sm_b, st_b, seqs, short, tmp_path, tuned=tuned_floats(sm_b, short))
     _, sm_c, st_c, _, _ = _setup(tiny_fetch_dir / "model")
-    tuned_c = tuned_norms(sm_c)
+    tuned_c = tuned_floats(sm_c, cfg)
     trained: list[int] = []
     distill(teacher, sm_c, st_c, seqs, cfg, tmp_path, on_step=lambda r: trained.append(r["step"]), tuned=tuned_c)
     assert trained == [3, 4]
@@ -316,5 +328,5 @@ def test_tuned_norms_train_from_fp32_masters_resume_exactly_and_are_refused_with
         assert torch.equal(tuned_a[n].master, tuned_c[n].master), n
     for n in st_a:
         assert torch.equal(st_a[n].U, st_c[n].U) and torch.equal(st_a[n].scale, st_c[n].scale)
-    # The teacher's own gains are not the student's: the teacher model is untouched.
+    # The teacher's own floats are not the student's: the teacher model is untouched.
     assert all(torch.equal(p, start[n].to(p.dtype)) for n, p in teacher.named_parameters() if n in start)

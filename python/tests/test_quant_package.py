@@ -202,7 +202,7 @@ def test_chat_self_openers_become_a_tuple_and_an_empty_list_is_refused(tmp_path:
         parse({**base, "kd": {"chat_self_openers": "What"}})
 
 
-def test_tuned_norms_are_written_in_place_of_the_sources_in_its_dtype_and_only_for_float_tensors(
+def test_tuned_floats_are_written_in_place_of_the_sources_in_its_dtype_and_only_for_float_tensors(
         tiny_fetch_dir: Path, tiny_calib: Path, tmp_path: Path) -> None:
     import torch
 
@@ -211,26 +211,33 @@ def test_tuned_norms_are_written_in_place_of_the_sources_in_its_dtype_and_only_f
     from ternforge.quant.run import write_outcome
 
     out = tmp_path / "q"
-    config = {"method": "gptq+kd", "group_size": 32, "seed": 0,
+    config = {"method": "gptq+kd", "group_size": 32, "seed": 0, "keep_float": [r"layers\.3\.self_attn\.k_proj"],
               "calibration": {"seq_len": 32, "sequences": 4, "batch_size": 4},
-              "kd": {"steps": 3, "batch_size": 2, "seq_len": 16, "sequences": 4, "norm_lr": 0.01},
+              "kd": {"steps": 3, "batch_size": 2, "seq_len": 16, "sequences": 4, "norm_lr": 0.01,
+                     "float_lr": 0.001},
               "model_dir": str(tiny_fetch_dir / "model"), "calib_dir": str(tiny_calib), "out_dir": str(out)}
     assert run.main(config)["ok"]
     index = json.loads((out / "index.json").read_text())
-    moved = json.loads((out / "quantize_report.json").read_text())["kd"]["tuned_norms"]
-    text_norms = sorted(n for n in index["tensors"] if n.endswith("norm.weight") and not index["tensors"][n]["exempt"])
-    assert sorted(moved) == text_norms and all(v > 0 for v in moved.values())
+    moved = json.loads((out / "quantize_report.json").read_text())["kd"]["tuned_floats"]
+    text = {n: t for n, t in index["tensors"].items() if not t["exempt"]}
+    text_norms = sorted(n for n in text if n.endswith("norm.weight"))
+    # The float linears: the small in_proj_a/b and the float budget's matrices (here keep_float's k_proj).
+    linears = sorted(n for n, t in text.items() if t["encoding"] == "float" and ("in_proj_a" in n or "in_proj_b" in n
+                                                                                 or n.endswith("proj.weight")))
+    assert any("in_proj_a" in n for n in linears) and any(n.endswith("proj.weight") and "in_proj" not in n
+                                                        for n in linears)
+    assert sorted(moved) == sorted(text_norms + linears) and all(v > 0 for v in moved.values())
     src = {}
     for shard in sorted((tiny_fetch_dir / "model").glob("*.safetensors")):
         with safe_open(str(shard), framework="pt") as f:
-            src.update({k: f.get_tensor(k) for k in f.keys() if k.endswith("norm.weight")})
+            src.update({k: f.get_tensor(k) for k in f.keys()})
     for name, entry in index["tensors"].items():
-        if not name.endswith("norm.weight"):
+        if entry["encoding"] != "float":
             continue
         with safe_open(str(out / entry["file"]), framework="pt") as f:
             stored = f.get_tensor(name)
-        assert entry["encoding"] == "float" and stored.dtype == src[name].dtype
-        # The tuned gains differ from the source's; the rest (exempt MTP norms) are its bytes.
+        assert stored.dtype == src[name].dtype
+        # The tuned floats differ from the source's; the rest (embedding, conv1d, A_log, exempt MTP) are its bytes.
         assert torch.equal(stored, src[name]) == (name not in moved), name
     # A trained value for a tensor the plan makes ternary, or of another shape, is a method bug: refused, not written.
     cfg, paths = parse({**config, "out_dir": str(tmp_path / "bad")})
@@ -254,3 +261,5 @@ def test_a_negative_rate_is_refused_not_read_as_off(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"kd.norm_lr must not be negative, not -0.001"):
         parse({**base, "kd": {"norm_lr": -1e-3}})
     assert parse({**base, "kd": {"norm_lr": 0}})[0].kd.norm_lr == 0.0
+    with pytest.raises(ConfigError, match=r"kd.float_lr must not be negative, not -1e-05"):
+        parse({**base, "kd": {"float_lr": -1e-5}})

@@ -247,6 +247,10 @@ export interface QuantizeParams {
      * Learning rate of every norm's gain (the student's `*norm.weight`, kept float by the float-budget plan), trained beside the codes from an fp32 master copy and written in place of the source values (Norm Tweaking, Li et al. 2024). 0 (default): norms stay the source's.
      */
     norm_lr?: number;
+    /**
+     * Learning rate of every linear the float-budget plan keeps float (the budget's matrices and the small in_proj_a/in_proj_b; never the embedding or the output head), trained beside the codes from an fp32 master copy and written in place of the source values. 0 (default): they stay the source's.
+     */
+    float_lr?: number;
     weight_decay?: number;
     temperature?: number;
     hidden_mse?: number;

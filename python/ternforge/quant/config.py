@@ -65,6 +65,7 @@ class KDConfig:
     lr: float = 5e-3  # latent codes U (dimensionless: a code flips after moving ~0.5)
     scale_lr: float = 5e-4  # scales, relative to their magnitude through Adam's normalisation
     norm_lr: float = 0.0  # every norm's gain, trained beside the codes (Norm Tweaking); 0: the source's values
+    float_lr: float = 0.0  # every linear the plan keeps float (not embedding or head), trained likewise; 0: source's
     weight_decay: float = 0.0
     temperature: float = 1.0
     hidden_mse: float = 0.0  # weight of the hidden-state term; 0 disables it

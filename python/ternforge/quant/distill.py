@@ -10,9 +10,10 @@ per-group `scale` (initialised to GPTQ's). Forward weight:
 so dL/dU = dL/dW * scale and dL/dscale = sum over the group of dL/dW * T. U is kept in [-U_MAX, U_MAX]
 after each step so a code pushed past +-1 can come back. With kd.norm_lr > 0 every norm's gain is trained
 too (Norm Tweaking, Li et al. 2024: a per-channel gain before q/k/v or gate/up scales each input column of
-those ternary matrices, which their per-group scales cannot; `TunedFloat` keeps an fp32 master of it) and
-written in place of the source's values, still stored and audited as float. Everything else (embeddings,
-the float budget's matrices) is frozen at the source values.
+those ternary matrices, which their per-group scales cannot), and with kd.float_lr > 0 every linear the plan
+keeps float (the float budget's matrices, Qwen3.5's in_proj_a/b; never the embedding or the head): both are
+written in place of the source's values, still stored and audited as float (`TunedFloat` keeps an fp32 master
+of each). Everything else (embeddings, conv1d, A_log, dt_bias) is frozen at the source values.
 
 Loss on calibration sequences, teacher logits computed on the fly (no cache); with `logit_chunk` the head and
 the KL run a chunk of positions at a time (chunked_kd_loss), so full logits never exist at once:
@@ -28,7 +29,7 @@ With kd.onpolicy_steps N (GKD's on-policy data, Agarwal et al. 2024) the last N 
 student's own greedy answers to the chat requests, written when those steps start (onpolicy_sequences): the
 teacher's logits over the student's text show it where to stop instead of looping on. Measured on smol (README):
 more replies stop without a penalty, but perplexity and answers got worse, so it is off by default.
-AdamW over U (lr) and scales (scale_lr), at a constant rate or (`schedule: cosine`) after `warmup` linear
+AdamW over U (lr), scales (scale_lr) and tuned floats (norm_lr, float_lr), at a constant rate or (`schedule: cosine`) after `warmup` linear
 steps decaying along a half cosine to zero at `steps`, so the last steps settle the codes instead of
 flipping them back and forth. Sequence order per epoch comes from a generator seeded with (seed, epoch), so
 a run resumed from a checkpoint (safetensors: U, scales, Adam moments; JSON: step, config digest, losses)
@@ -116,12 +117,13 @@ class TernaryLinear(nn.Module):
 
 
 class TunedFloat:
-    """A float parameter of the student trained beside the codes (kd.norm_lr). The optimizer steps an fp32
-    master copy; the model's own parameter (its dtype: a bf16 gain near 1 cannot take a step of 1e-3) gets the
-    master's value after every step and hands its gradient to the master before it."""
+    """A float parameter of the student trained beside the codes at its own rate (kd.norm_lr, kd.float_lr). The
+    optimizer steps an fp32 master copy; the model's own parameter (its dtype: a bf16 gain near 1 cannot take a
+    step of 1e-3) gets the master's value after every step and hands its gradient to the master before it."""
 
-    def __init__(self, param: nn.Parameter):
+    def __init__(self, param: nn.Parameter, lr: float):
         self.param = param
+        self.lr = lr
         self.master = nn.Parameter(param.detach().float().clone())
         param.requires_grad_(True)
 
@@ -135,10 +137,25 @@ class TunedFloat:
             self.param.copy_(self.master)
 
 
-def tuned_norms(model: nn.Module) -> dict[str, TunedFloat]:
-    """Every norm gain of `model` by parameter name, made trainable through a TunedFloat (call after
-    make_student, which freezes everything)."""
-    return {n: TunedFloat(p) for n, p in model.named_parameters() if NORM_PARAM.search(n)}
+def tuned_names(model: nn.Module, cfg: KDConfig) -> dict[str, float]:
+    """The float parameters of the student (after make_student) that cfg trains, by parameter name, with their
+    rate: every norm gain at kd.norm_lr, and at kd.float_lr the weight of every nn.Linear that is still one
+    (the plan's float matrices: TernaryLinear is not an nn.Linear) other than the output head, which is the
+    tied embedding or the vocabulary's own float matrix. A rate of 0 trains none of its kind."""
+    head = model.get_output_embeddings()
+    out = {}
+    if cfg.norm_lr > 0:
+        out.update({n: cfg.norm_lr for n, _ in model.named_parameters() if NORM_PARAM.search(n)})
+    if cfg.float_lr > 0:
+        out.update({f"{n}.weight": cfg.float_lr for n, m in model.named_modules()
+                    if isinstance(m, nn.Linear) and m is not head})
+    return out
+
+
+def tuned_floats(model: nn.Module, cfg: KDConfig) -> dict[str, TunedFloat]:
+    """tuned_names' parameters made trainable, each through a TunedFloat at its rate."""
+    params = dict(model.named_parameters())
+    return {n: TunedFloat(params[n], lr) for n, lr in tuned_names(model, cfg).items()}
 
 
 @contextmanager
@@ -382,7 +399,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             on_step: Callable[[dict], None] | None = None, first: int = 0, last: int | None = None,
             tuned: dict[str, TunedFloat] | None = None) -> list[dict]:
     """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history.
-    `tuned` (tuned_norms: required when cfg.norm_lr > 0, refused otherwise) trains at cfg.norm_lr too.
+    `tuned` (tuned_floats: exactly the parameters tuned_names selects under cfg, none when its rates are 0)
+    trains too, each at its rate.
     With `first`/`last` only steps first..last-1 of that schedule run, on `seqs` (one phase of a run whose
     data changes between phases: each phase has its own checkpoint and optimizer, the schedule is the run's).
 
@@ -393,15 +411,18 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     stop_weight is 0 (every position weighs 1) and is its micro-batch-weighted estimate otherwise."""
     check_config(cfg)
     tuned = tuned or {}
-    if (cfg.norm_lr > 0) != bool(tuned):
-        raise ValueError(f"distill: kd.norm_lr {cfg.norm_lr} with {len(tuned)} tuned norms (tuned_norms gives them "
-                         "when the rate is above 0, and only then)")
+    want = tuned_names(student_model, cfg)
+    given = {n: tf.lr for n, tf in tuned.items()}
+    if given != want:
+        odd = sorted(set(given.items()) ^ set(want.items()))
+        raise ValueError(f"distill: the tuned floats differ from those kd.norm_lr {cfg.norm_lr} and kd.float_lr "
+                         f"{cfg.float_lr} select (tuned_floats gives them), first {odd[:3]}")
     teacher.eval()
     student_model.train()
     groups = [{"params": [tl.U for tl in student.values()], "lr": cfg.lr},
               {"params": [tl.scale for tl in student.values()], "lr": cfg.scale_lr}]
-    if tuned:
-        groups.append({"params": [tf.master for _, tf in sorted(tuned.items())], "lr": cfg.norm_lr})
+    for lr in sorted({tf.lr for tf in tuned.values()}):
+        groups.append({"params": [tf.master for _, tf in sorted(tuned.items()) if tf.lr == lr], "lr": lr})
     opt = torch.optim.AdamW(
         groups,
         weight_decay=cfg.weight_decay, betas=(0.9, 0.95),
@@ -544,8 +565,8 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
                 on_progress: Callable[[int, int, str], None] | None = None
                 ) -> tuple[dict[str, TernaryTensor], dict, dict[str, torch.Tensor]]:
     """GPTQ initialisation (gptq.run_gptq), then distillation from a fresh full-precision teacher; returns the
-    codes by source name, the report's figures and the tuned norms (fp32, by source name; empty when
-    kd.norm_lr is 0). `on_step` gets each step's record plus `total` and `seconds_left`;
+    codes by source name, the report's figures and the tuned floats (fp32, by source name; empty when
+    kd.norm_lr and kd.float_lr are 0). `on_step` gets each step's record plus `total` and `seconds_left`;
     `on_progress(done, total, what)` follows the teacher's transcripts."""
     from ternforge_server.loader import model_name_for
 
@@ -561,11 +582,11 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         p.requires_grad_(False)
     s2m = {s: m for m, s in prep.m2s.items()}
     student = make_student(prep.model, {s2m[s]: tt for s, tt in init.items()}, k.latent_dtype)
-    tuned = tuned_norms(prep.model) if k.norm_lr > 0 else {}
+    tuned = tuned_floats(prep.model, k)
     p2s = {model_name_for(s): s for s in prep.shapes}
     unmapped = sorted(n for n in tuned if n not in p2s)
     if unmapped:
-        raise ValueError(f"distill: tuned norms with no source tensor: {unmapped[:5]}")
+        raise ValueError(f"distill: tuned floats with no source tensor: {unmapped[:5]}")
     initial = {n: tf.master.detach().clone() for n, tf in tuned.items()}
     seqs, data, requests = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device,
                                         on_progress)
@@ -587,11 +608,11 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
                            progress, first=switch, last=k.steps, tuned=tuned)
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
     floats = {p2s[n]: tf.master.detach().cpu().contiguous() for n, tf in tuned.items()}
-    # How far each tuned norm moved from the source's values: ||new - old|| / ||old||.
+    # How far each tuned float moved from the source's values: ||new - old|| / ||old||.
     moved = {p2s[n]: round(float((tf.master.detach() - initial[n]).norm() / initial[n].norm().clamp_min(1e-12)), 6)
              for n, tf in sorted(tuned.items())}
     first = history[0]["kl"] if history else None
     last = sum(r["kl"] for r in history[-10:]) / len(history[-10:]) if history else None
     report = {**report, "kd": {**asdict(k), "first_kl": first, "last10_kl": last, "steps_done": len(history),
-                               "data": data, "tuned_norms": moved}}
+                               "data": data, "tuned_floats": moved}}
     return out, report, floats

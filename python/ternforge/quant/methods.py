@@ -4,7 +4,7 @@ A method gets a `Job` (the parsed config, the stage's paths, the source tensor l
 returns an `Outcome`: the float-budget plan it used (floatplan.Allocation: which tensors are ternary) and
 `codes(planned, W)`, the ternary codes and scales of one planned tensor given its source weight, plus the
 figures only it has (GPTQ's output errors, the distillation's losses) and any float tensors it trained
-(gptq+kd's norms with kd.norm_lr). The one interchange writer
+(gptq+kd's norms and float linears with kd.norm_lr and kd.float_lr). The one interchange writer
 (interchange.write_interchange) then streams every source tensor through `codes`, so keep_float,
 max_file_bytes, the file layout and the evidence figures are the same for every method.
 

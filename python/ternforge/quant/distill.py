@@ -29,12 +29,12 @@ With kd.onpolicy_steps N (GKD's on-policy data, Agarwal et al. 2024) the last N 
 student's own greedy answers to the chat requests, written when those steps start (onpolicy_sequences): the
 teacher's logits over the student's text show it where to stop instead of looping on. Measured on smol (README):
 more replies stop without a penalty, but perplexity and answers got worse, so it is off by default.
-AdamW over U (lr), scales (scale_lr) and tuned floats (norm_lr, float_lr), at a constant rate or (`schedule: cosine`) after `warmup` linear
-steps decaying along a half cosine to zero at `steps`, so the last steps settle the codes instead of
-flipping them back and forth. Sequence order per epoch comes from a generator seeded with (seed, epoch), so
-a run resumed from a checkpoint (safetensors: U, scales, Adam moments; JSON: step, config digest, losses)
-replays exactly the batches it would have seen. With a constant rate `steps` may grow on resume; with the
-cosine schedule it is part of the digest (the rate at every step depends on it).
+AdamW over U (lr), scales (scale_lr) and tuned floats (norm_lr, float_lr), at a constant rate or (`schedule:
+cosine`) after `warmup` linear steps decaying along a half cosine to zero at `steps`, so the last steps settle
+the codes instead of flipping them back and forth. Sequence order per epoch comes from a generator seeded with
+(seed, epoch), so a run resumed from a checkpoint (safetensors: U, scales, Adam moments; JSON: step, config
+digest, losses) replays exactly the batches it would have seen. With a constant rate `steps` may grow on
+resume; with the cosine schedule it is part of the digest (the rate at every step depends on it).
 """
 from __future__ import annotations
 

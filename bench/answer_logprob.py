@@ -32,17 +32,8 @@ sys.path.insert(0, str(root / "python"))
 from ternforge.quality import assemble_submission  # noqa: E402
 from ternforge.quant.chatdata import answer, load_tokenizer, prompt_ids  # noqa: E402
 from ternforge.quant.model import load_float_model  # noqa: E402
+from ternforge.sources.checkpoint import sha256_file  # noqa: E402
 from ternforge_server.loader import load_model  # noqa: E402
-
-
-def weights_digest(model_dir: Path) -> str:
-    """sha256 over the model's safetensors files in name order."""
-    h = hashlib.sha256()
-    for f in sorted(model_dir.glob("*.safetensors")):
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 24), b""):
-                h.update(block)
-    return h.hexdigest()
 
 
 def first_accepted(reply: str, accept: list[str]) -> int | None:
@@ -101,7 +92,7 @@ def main() -> None:
     answers_bytes = Path(a.answers).read_bytes()
     questions = json.loads(answers_bytes)["questions"]
     source = {"answers_sha256": hashlib.sha256(answers_bytes).hexdigest(),
-              "model_sha256": weights_digest(Path(a.model_dir)),
+              "weights_sha256": {f.name: sha256_file(f) for f in sorted(Path(a.model_dir).glob("*.safetensors"))},
               "max_new": a.max_new}
     tok = load_tokenizer(a.model_dir)
     ref = load_float_model(a.model_dir)

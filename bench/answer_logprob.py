@@ -39,8 +39,12 @@ from ternforge_server.loader import load_model  # noqa: E402
 def first_accepted(reply: str, accept: list[str]) -> int | None:
     """Where the first accepted spelling in `reply` begins (a character offset), None when there is none."""
     text = reply.lower()
-    found = [m.start() for a in accept for m in [re.search(rf"(?<!\w){re.escape(a.lower())}(?!\w)", text)] if m]
-    return min(found) if found else None
+    starts = []
+    for a in accept:
+        m = re.search(rf"(?<!\w){re.escape(a.lower())}(?!\w)", text)
+        if m:
+            starts.append(m.start())
+    return min(starts, default=None)
 
 
 def token_at(tok, reply_ids: list[int], char: int) -> int:

@@ -263,3 +263,23 @@ def test_a_negative_rate_is_refused_not_read_as_off(tmp_path: Path) -> None:
     assert parse({**base, "kd": {"norm_lr": 0}})[0].kd.norm_lr == 0.0
     with pytest.raises(ConfigError, match=r"kd.float_lr must not be negative, not -1e-05"):
         parse({**base, "kd": {"float_lr": -1e-5}})
+
+
+def test_block_ap_runs_before_the_distillation_and_a_rerun_reuses_its_finished_layers(
+        tiny_fetch_dir: Path, tiny_calib: Path, tmp_path: Path) -> None:
+    config = {"method": "gptq+kd", "group_size": 32, "seed": 0,
+              "calibration": {"seq_len": 32, "sequences": 4, "batch_size": 4},
+              "kd": {"steps": 2, "batch_size": 2, "checkpoint_every": 1, "seq_len": 16, "sequences": 4,
+                     "block_steps": 3, "block_sequences": 4, "block_batch": 2},
+              "model_dir": str(tiny_fetch_dir / "model"), "calib_dir": str(tiny_calib), "work_dir": str(tmp_path / "kd")}
+    assert run.main({**config, "out_dir": str(tmp_path / "a")})["ok"]
+    blocks = json.loads((tmp_path / "a" / "quantize_report.json").read_text())["kd"]["block_ap"]
+    assert blocks["windows"] == 4 and len(blocks["layers"]) == 4
+    assert all(r["after"] < r["before"] and "resumed" not in r for r in blocks["layers"])
+    # The distillation's checkpoint gone: the rerun loads every Block-AP layer and distils again from there.
+    (tmp_path / "kd" / "kd-checkpoint.json").unlink()
+    assert run.main({**config, "out_dir": str(tmp_path / "b")})["ok"]
+    again = json.loads((tmp_path / "b" / "quantize_report.json").read_text())["kd"]["block_ap"]
+    assert [r["resumed"] for r in again["layers"]] == [True] * 4
+    files = sorted(p.name for p in (tmp_path / "a").glob("*.safetensors"))
+    assert files and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)

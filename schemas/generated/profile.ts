@@ -302,6 +302,26 @@ export interface QuantizeParams {
      */
     chat_max_new?: number;
     /**
+     * Block-wise reconstruction before the distillation (EfficientQAT's Block-AP): for each decoder layer in turn, this many AdamW steps train only that layer's codes and scales (rates `block_lr` and `block_scale_lr` along a half cosine) so its output on the student's own inputs matches the teacher layer's output (squared error relative to the teacher's, per position). 0 (default): none.
+     */
+    block_steps?: number;
+    /**
+     * Windows of the distillation data (drawn with the quantize seed) that Block-AP trains on; their hidden states are cached, two per window per layer boundary. Default 256.
+     */
+    block_sequences?: number;
+    /**
+     * Block-AP's learning rate for the latent codes U. Default 1e-2: at the distillation's 0.025 the layers' errors diverged on smol (with a plain mean squared error).
+     */
+    block_lr?: number;
+    /**
+     * Block-AP's learning rate for the scales. Default 1.6e-4 (the distillation's ratio of the two rates).
+     */
+    block_scale_lr?: number;
+    /**
+     * Windows per Block-AP step. Default 8.
+     */
+    block_batch?: number;
+    /**
      * The last N of the steps train on the data so far plus the student's own greedy answers to the same chat requests, written by the student as it is when they start (on-policy distillation, GKD): the teacher's logits over the student's text show it where to stop instead of looping on. At most `steps`; needs chat requests. 0: off.
      */
     onpolicy_steps?: number;

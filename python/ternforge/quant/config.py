@@ -87,6 +87,11 @@ class KDConfig:
     chat_self_prompts: int = 0
     chat_self_openers: tuple[str, ...] = ("",)  # first words of the self-written requests, in turn ("": free)
     chat_max_new: int = 128
+    block_steps: int = 0  # Block-AP before distilling (blockap.py): steps per decoder layer; 0: none
+    block_sequences: int = 256  # windows of the distillation data Block-AP trains on
+    block_batch: int = 8  # windows per Block-AP step
+    block_lr: float = 1e-2  # Block-AP's rate for U (the distillation's kd.lr 0.025 diverged there)
+    block_scale_lr: float = 1.6e-4  # Block-AP's rate for the scales
     onpolicy_steps: int = 0  # the last N steps add windows of the student's own answers to the chat requests (GKD)
 
 
@@ -103,6 +108,9 @@ def kd_problems(kd: KDConfig) -> list[str]:
     if kd.onpolicy_steps and kd.chat_prompts + kd.chat_self_prompts <= 0:
         problems.append("kd.onpolicy_steps needs chat requests for the student to answer "
                         "(kd.chat_prompts or kd.chat_self_prompts)")
+    if kd.block_steps and (kd.block_batch <= 0 or kd.block_sequences < kd.block_batch):
+        problems.append(f"kd.block_sequences ({kd.block_sequences}) must hold at least one batch of "
+                        f"kd.block_batch ({kd.block_batch}) windows")
     return problems
 
 
@@ -144,7 +152,8 @@ ENUMS = {("", "method"): METHOD_NAMES, ("", "dtype"): DTYPES, ("gptq", "scale_se
          ("twn", "search"): SEARCHES, ("kd", "schedule"): SCHEDULES, ("kd", "latent_dtype"): LATENT_DTYPE_NAMES}
 MINIMUM = {("", "group_size"): 4, ("", "max_file_bytes"): 1024, ("", "seed"): 0, ("kd", "checkpoint_every"): 1,
            ("kd", "batch_size"): 1,
-           ("kd", "chat_max_new"): 1, ("kd", "stop_weight"): 0, ("kd", "hidden_cos"): 0}
+           ("kd", "chat_max_new"): 1, ("kd", "stop_weight"): 0, ("kd", "hidden_cos"): 0, ("kd", "block_sequences"): 1,
+           ("kd", "block_batch"): 1}
 
 
 def _check(section: str, key: str, value: Any, hint: Any, problems: list[str]) -> Any:

@@ -111,6 +111,19 @@ class TernaryLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight_ste() if self.frozen is None else self.frozen, self.bias)
 
+    @torch.no_grad()
+    def settle(self) -> None:
+        """After an optimizer step: U back within [-U_MAX, U_MAX], so a code pushed past +-1 can come back, and
+        every scale positive."""
+        self.U.clamp_(-U_MAX, U_MAX)
+        self.scale.clamp_(min=1e-8)
+
+    @torch.no_grad()
+    def snap(self) -> None:
+        """U set to its codes T, where GPTQ's codes start it: a latent left near a rounding threshold (+-0.5)
+        flips back and forth at the next steps' rate."""
+        self.U.copy_(self.codes().to(self.U.dtype))
+
     def export(self) -> TernaryTensor:
         return TernaryTensor(W_q=self.codes().cpu(), scale=self.scale.detach().float().cpu().contiguous(),
                              group_size=self.group_size)
@@ -466,10 +479,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
                 tf.pull_grad()
             gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)) if cfg.grad_clip > 0 else math.nan
             opt.step()
-            with torch.no_grad():
-                for tl in student.values():
-                    tl.U.clamp_(-U_MAX, U_MAX)
-                    tl.scale.clamp_(min=1e-8)
+            for tl in student.values():
+                tl.settle()
             for tf in tuned.values():
                 tf.push()
             step += 1
@@ -564,12 +575,14 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
                 on_step: Callable[[dict], None] | None = None,
                 on_progress: Callable[[int, int, str], None] | None = None
                 ) -> tuple[dict[str, TernaryTensor], dict, dict[str, torch.Tensor]]:
-    """GPTQ initialisation (gptq.run_gptq), then distillation from a fresh full-precision teacher; returns the
+    """GPTQ initialisation (gptq.run_gptq), then a fresh full-precision teacher writes the data, Block-AP
+    (blockap.py; when kd.block_steps > 0) reconstructs each layer on it, and distillation follows; returns the
     codes by source name, the report's figures and the tuned floats (fp32, by source name; empty when
     kd.norm_lr and kd.float_lr are 0). `on_step` gets each step's record plus `total` and `seconds_left`;
-    `on_progress(done, total, what)` follows the teacher's transcripts."""
+    `on_progress(done, total, what)` follows the teacher's transcripts and Block-AP's layers."""
     from ternforge_server.loader import model_name_for
 
+    from .blockap import block_reconstruct
     from .calibration import eos_of
     from .gptq import run_gptq
     from .model import DTYPES, load_float_model
@@ -590,6 +603,9 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     initial = {n: tf.master.detach().clone() for n, tf in tuned.items()}
     seqs, data, requests = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device,
                                         on_progress)
+    blocks = block_reconstruct(teacher, prep.model, student, seqs, k, paths.work_dir,
+                               None if on_progress is None else
+                               (lambda done, total: on_progress(done, total, "kd: block-ap layers")))
     progress = StepProgress(k.steps, on_step) if on_step is not None else None
     if not k.onpolicy_steps:
         history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress, tuned=tuned)
@@ -614,5 +630,5 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     first = history[0]["kl"] if history else None
     last = sum(r["kl"] for r in history[-10:]) / len(history[-10:]) if history else None
     report = {**report, "kd": {**asdict(k), "first_kl": first, "last10_kl": last, "steps_done": len(history),
-                               "data": data, "tuned_floats": moved}}
+                               "data": data, "tuned_floats": moved, "block_ap": blocks}}
     return out, report, floats

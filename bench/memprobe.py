@@ -23,6 +23,9 @@ RUNS = [
     Probe(layers=(LIN,), seq_len=2048, checkpointing=True, latent_dtype="bfloat16"),
     {"vocab": 248320, "hidden": 2560, "positions": 1024, "chunk": 256},
     {"vocab": 248320, "hidden": 2560, "positions": 1024, "chunk": 512},
+    # kd.hidden_cos: the same two layers without and with the term, side by side
+    Probe(layers=(LIN, FULL), seq_len=2048, checkpointing=True),
+    Probe(layers=(LIN, FULL), seq_len=2048, checkpointing=True, hidden_cos=50.0),
 ]
 
 out = Path(__file__).resolve().parent / "results" / "kd-memory.jsonl"

@@ -43,6 +43,7 @@ class Probe:
     logit_chunk: int = 1024
     dims: tuple[tuple[str, int], ...] = tuple(sorted(Qwen35_4B.items()))
     group_size: int = 32
+    hidden_cos: float = 0.0  # kd.hidden_cos: every layer's hidden state of both models kept for the term
 
 
 def _rss_kib(field: str) -> int:
@@ -96,7 +97,7 @@ def run(p: Probe) -> dict[str, Any]:
     scale_params = sum(tl.scale.numel() for tl in student.values())
     seqs = torch.randint(0, p.vocab, (p.batch, p.seq_len), generator=torch.Generator().manual_seed(1))
     kd = KDConfig(steps=2, batch_size=p.batch, micro_batch=p.micro_batch, grad_checkpointing=p.checkpointing,
-                  latent_dtype=p.latent_dtype, logit_chunk=p.logit_chunk, checkpoint_every=2)
+                  latent_dtype=p.latent_dtype, logit_chunk=p.logit_chunk, checkpoint_every=2, hidden_cos=p.hidden_cos)
     import gc
 
     marks: dict[str, float] = {}

@@ -21,7 +21,7 @@ After its steps each layer's latents are set to their codes (`TernaryLinear.snap
 Left where Adam took them, 9% of smol's latents lay within 0.1 of a rounding threshold, and the distillation's
 first steps at kd.lr 0.025 flipped them back and forth: its KL rose from 2.25 to 8.8 in three steps and was 3.7
 after 16, against 1.2 to 1.7 from step 3 on with the latents snapped (the same codes, scales, data and settings;
-README).
+README; `bench/blockap_snap.py`).
 
 Each finished layer's U and scales are written to `work/block-ap/layer-<i>.safetensors` with a digest of the
 settings, the data and the codes and scales it started from; a rerun loads them instead of training again,

@@ -134,15 +134,13 @@ def block_reconstruct(teacher: nn.Module, student_model: nn.Module, student: dic
     x_t, x_s = t_in.hidden, s_in.hidden
     layers = []
     for li, (tl, sl) in enumerate(zip(t_layers, s_layers)):
-        with torch.no_grad():
-            y_t = [run_layer(tl, x, t_in.kwargs[li]) for x in x_t]
+        y_t = _outputs(tl, x_t, t_in.kwargs[li])
         mods = {n: m for n, m in sl.named_modules() if id(m) in trained}
-        rec: dict = {"layer": li, "ternary": len(mods), "before": _error(sl, x_s, y_t, s_in.kwargs[li])}
+        rec: dict = {"layer": li, "ternary": len(mods), "before": _error(_outputs(sl, x_s, s_in.kwargs[li]), y_t)}
         if mods:
             rec.update(_layer(sl, mods, x_s, y_t, s_in.kwargs[li], cfg, li, work, digest))
-        rec["after"] = _error(sl, x_s, y_t, s_in.kwargs[li])
-        with torch.no_grad():
-            x_s = [run_layer(sl, x, s_in.kwargs[li]) for x in x_s]
+        x_s = _outputs(sl, x_s, s_in.kwargs[li])  # the next layer's inputs, and this layer's error after
+        rec["after"] = _error(x_s, y_t)
         x_t = y_t
         layers.append(rec)
         if on_layer is not None:
@@ -152,10 +150,14 @@ def block_reconstruct(teacher: nn.Module, student_model: nn.Module, student: dic
     return {"windows": sum(b.shape[0] for b in batches), "digest": digest, "layers": layers}
 
 
-def _error(layer: nn.Module, x_s: list[torch.Tensor], y_t: list[torch.Tensor], kwargs: dict) -> float:
-    """block_loss of the layer over every training batch."""
-    with torch.no_grad():
-        return round(sum(float(block_loss(run_layer(layer, x, kwargs), y)) for x, y in zip(x_s, y_t)) / len(y_t), 6)
+@torch.no_grad()
+def _outputs(layer: nn.Module, inputs: list[torch.Tensor], kwargs: dict) -> list[torch.Tensor]:
+    return [run_layer(layer, x, kwargs) for x in inputs]
+
+
+def _error(outputs: list[torch.Tensor], y_t: list[torch.Tensor]) -> float:
+    """block_loss over every training batch."""
+    return round(sum(float(block_loss(o, y)) for o, y in zip(outputs, y_t)) / len(y_t), 6)
 
 
 def _layer(sl: nn.Module, mods: dict, x_s: list[torch.Tensor], y_t: list[torch.Tensor], kwargs: dict,

@@ -87,6 +87,9 @@ def test_cosine_schedule_warms_up_decays_to_zero_and_pins_steps_in_the_digest(ti
     assert lr_factor(KDConfig(steps=10), 7) == 1.0
     with pytest.raises(ValueError, match="kd.schedule"):
         lr_factor(KDConfig(schedule="linear"), 0)
+    # Block-AP's per-layer half cosine is the same schedule without warmup: 1 at its first step, 0.5 halfway.
+    from ternforge.quant.config import schedule_factor
+    assert [schedule_factor("cosine", s, 10) for s in (0, 5)] == [1.0, pytest.approx(0.5)]
     # A cosine run's checkpoint is not resumed by a run with another step count (its rates differ).
     teacher, sm, st, _, seqs = _setup(tiny_fetch_dir / "model")
     short = KDConfig(steps=2, lr=0.05, scale_lr=5e-3, batch_size=4, checkpoint_every=1, schedule="cosine")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from ..events import log
-from .config import KDConfig
+from .config import KDConfig, schedule_factor
 from .hooks import capture_first_layer, run_layer
 from .model import decoder_layers
 
@@ -92,7 +91,7 @@ def _train_layer(layer: nn.Module, mods: list[nn.Module], x_s: list[torch.Tensor
         if not order:
             order = torch.randperm(len(x_s), generator=g).tolist()
         b = order.pop()
-        f = 0.5 * (1.0 + math.cos(math.pi * step / cfg.block_steps))
+        f = schedule_factor("cosine", step, cfg.block_steps)
         for grp, base in zip(opt.param_groups, bases):
             grp["lr"] = base * f
         opt.zero_grad(set_to_none=True)

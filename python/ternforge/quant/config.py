@@ -10,6 +10,7 @@ ConfigError naming every such key at once.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any, get_args, get_origin, get_type_hints
 
@@ -18,6 +19,19 @@ SEARCHES = ("exact", "grid")
 SCHEDULES = ("constant", "cosine")
 DTYPES = ("float32", "bfloat16", "float16")
 LATENT_DTYPE_NAMES = ("float32", "bfloat16")
+
+
+def schedule_factor(schedule: str, step: int, steps: int, warmup: int = 0) -> float:
+    """The learning-rate multiplier for `step` (0-based) of `steps` under a schedule of SCHEDULES: 'constant' is 1;
+    'cosine' rises linearly over `warmup` steps, then falls along a half cosine to 0 at `steps`."""
+    if schedule == "constant":
+        return 1.0
+    if schedule != "cosine":
+        raise ValueError(f"kd.schedule must be one of {SCHEDULES}, not {schedule!r}")
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    span = max(1, steps - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup) / span)))
 
 
 class ConfigError(ValueError):

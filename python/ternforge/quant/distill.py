@@ -55,7 +55,7 @@ from torch import nn
 
 from ..events import log
 from .chatdata import eos_ids
-from .config import KDConfig, Paths, QuantizeConfig, kd_problems
+from .config import KDConfig, Paths, QuantizeConfig, kd_problems, schedule_factor
 from .interchange import TernaryTensor
 
 U_MAX = 1.5
@@ -76,15 +76,8 @@ def check_config(cfg: KDConfig) -> None:
 
 
 def lr_factor(cfg: KDConfig, step: int) -> float:
-    """The learning-rate multiplier for `step` (0-based) under cfg.schedule."""
-    if cfg.schedule == "constant":
-        return 1.0
-    if cfg.schedule != "cosine":
-        raise ValueError(f"kd.schedule must be 'constant' or 'cosine', not {cfg.schedule!r}")
-    if step < cfg.warmup:
-        return (step + 1) / (cfg.warmup + 1)
-    span = max(1, cfg.steps - cfg.warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - cfg.warmup) / span)))
+    """The learning-rate multiplier for `step` (0-based) under cfg.schedule, over cfg.steps after cfg.warmup."""
+    return schedule_factor(cfg.schedule, step, cfg.steps, cfg.warmup)
 
 
 class TernaryLinear(nn.Module):

@@ -18,7 +18,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { ANSWER_MAX_TOKENS, ANSWER_SET, askServed, formatRetention, loadAnswerSet, retentionTable, type AnswerReport, type RetentionRow } from '../lib/eval/answers.ts';
+import { engineSchemaSet } from '../engine/json-io.ts';
+import { ANSWER_MAX_TOKENS, ANSWER_REPORT_SCHEMA, ANSWER_SET, askServed, formatRetention, loadAnswerSet, retentionTable, type AnswerReport, type RetentionRow } from '../lib/eval/answers.ts';
 import { writeFloatReference, writePackedServable, type ServeOptions } from '../lib/eval/serve-model.ts';
 import { submissionNames } from '../lib/submission/layout.ts';
 
@@ -156,14 +157,37 @@ async function main(argv: string[]): Promise<number> {
   }
   modelDir ??= join(root, '.ternforge', profile, 'fetch-model', 'outputs', 'model');
   const names = models.map((m, i) => `${i + 1}:${basename(m)}`);
-  const earlier = floatFrom === undefined ? undefined : (JSON.parse(readFileSync(floatFrom, 'utf8')) as { serverArgs: string[]; reports: Record<string, AnswerReport> });
-  const floatReport = earlier === undefined ? {} : { floatReport: { report: earlier.reports[FLOAT]!, serverArgs: earlier.serverArgs } };
+  let floatReport = {};
+  if (floatFrom !== undefined) {
+    const earlier = readFloatFrom(floatFrom);
+    if (typeof earlier === 'string') {
+      process.stderr.write(`bench/answers: --float-from ${floatFrom}: ${earlier}\n`);
+      return 2;
+    }
+    floatReport = { floatReport: earlier };
+  }
   const run = await answerReports({ profile, modelDir, models: Object.fromEntries(names.map((n, i) => [n, models[i]!])), work: join(root, '.ternforge', 'bench', 'answers'), ...(maxTokens !== undefined ? { maxTokens } : {}), ...(frequencyPenalty !== undefined ? { frequencyPenalty } : {}), ...floatReport });
   for (const [n, rows] of Object.entries(run.retention)) process.stdout.write(`\n${n} = ${models[names.indexOf(n)]}\n\n${formatRetention(rows)}\n`);
   process.stdout.write(`\n${formatSideBySide(run)}\n`);
   mkdirSync(join(out, '..'), { recursive: true });
   writeFileSync(out, `${JSON.stringify({ profile, modelDir, serverArgs: samplingArgs(profile, frequencyPenalty), ...(floatFrom !== undefined ? { floatFrom } : {}), models: Object.fromEntries(names.map((n, i) => [n, models[i]])), seconds: run.seconds, retention: run.retention, reports: run.reports }, null, 2)}\n`);
   return 0;
+}
+
+/** The float model's report and server flags from an earlier output of this script, or why that file is not one. */
+export function readFloatFrom(path: string): { report: AnswerReport; serverArgs: string[] } | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (e) {
+    return (e as Error).message;
+  }
+  const o = value as { serverArgs?: unknown; reports?: Record<string, unknown> } | null;
+  if (o === null || typeof o !== 'object' || !Array.isArray(o.serverArgs) || !o.serverArgs.every((a) => typeof a === 'string')) return 'not an output of bench/answers.ts (no serverArgs list)';
+  if (o.reports === undefined || typeof o.reports !== 'object' || o.reports[FLOAT] === undefined) return `holds no report named ${FLOAT}`;
+  const errors = engineSchemaSet().validate(ANSWER_REPORT_SCHEMA, o.reports[FLOAT]);
+  if (errors.length > 0) return `its ${FLOAT} report fails schemas/${ANSWER_REPORT_SCHEMA}: ${errors.join('; ')}`;
+  return { report: o.reports[FLOAT] as AnswerReport, serverArgs: o.serverArgs as string[] };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -8,7 +8,9 @@
  * Answer retention (lib/eval/answers.ts): the open-answer set is asked of the submission, then of the
  * full-precision model (fetch-model's checkpoint, served by the same server code with the submission's
  * sampling defaults, lib/eval/serve-model.ts); `answers.json` holds both reports and the per-kind
- * retention, and `eval.md` its table.
+ * retention, and `eval.md` its table. Each JSON file is checked against its schema before it is written
+ * (EVAL_OUTPUTS, lib/eval/run.ts: schemas/eval-report, answer-retention, sweep-record), and the report stage
+ * reads it back through the same schema.
  *
  * Uncached: it measures a live server, which its declared inputs do not fully decide.
  */
@@ -16,12 +18,13 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prettyJson } from '../engine/digest.ts';
+import { engineSchemaSet } from '../engine/json-io.ts';
 import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import { stageFailed } from '../lib/failures.ts';
-import { ANSWER_MAX_TOKENS, ANSWER_SET, askServed, formatRetention, loadAnswerSet, retentionTable, runAnswers, type AnswerReport } from '../lib/eval/answers.ts';
+import { ANSWER_MAX_TOKENS, ANSWER_REPORT_SCHEMA, ANSWER_SET, askServed, formatRetention, loadAnswerSet, retentionTable, runAnswers, type AnswerReport } from '../lib/eval/answers.ts';
 import { loadQuestionSets } from '../lib/eval/questions.ts';
-import { runEval, type EvalReport } from '../lib/eval/run.ts';
+import { EVAL_OUTPUTS, runEval, type EvalReport } from '../lib/eval/run.ts';
 import { formatTable } from '../lib/eval/score.ts';
 import { serving, writeFloatReference, type ServeOptions } from '../lib/eval/serve-model.ts';
 import { requestFieldMeasure, sweep } from '../lib/eval/sweep.ts';
@@ -31,7 +34,7 @@ import type { EvalParams } from '../schemas/generated/eval.ts';
 export const stage = defineStage<EvalParams>({
   name: 'eval',
   summary: 'Score benchmark-style questions against the served model, normalised like the grader',
-  code: ['stages/eval.ts', 'lib/eval', 'lib/contract.ts', 'schemas/contract.json', 'lib/failures.ts', 'lib/pack/pack-interchange.ts', 'lib/pack/layout.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts'],
+  code: ['stages/eval.ts', 'lib/eval', 'lib/contract.ts', 'schemas/contract.json', 'lib/failures.ts', 'lib/pack/pack-interchange.ts', 'lib/pack/layout.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts', 'schemas/eval-question.schema.json', ...Object.values(EVAL_OUTPUTS).map((o) => `schemas/${o.schema}`), `schemas/${ANSWER_REPORT_SCHEMA}`],
   schema: 'schemas/stages/eval.schema.json',
   inputs: (p, root) => [...evalSetPaths(p, root), answerSetPath(p), ...(p.sweep === undefined ? [] : sweepSetPaths(p, root))],
   tools: ['node', 'python', 'torch'],
@@ -78,7 +81,7 @@ export const stage = defineStage<EvalParams>({
             measure: requestFieldMeasure(evalCommon, p.sweep.parameter),
           });
           if (!record.ok) return err(record.error);
-          writeFileSync(join(ctx.out, 'sweep.json'), prettyJson(record.value));
+          writeOutput(ctx.out, 'sweep', record.value);
           ctx.log(`sweep ${p.sweep.parameter}: chose ${record.value.chosen} (${record.value.rule})`);
         }
         const report: EvalReport = await runEval({ ...evalCommon, sets: sets.value });
@@ -98,8 +101,8 @@ export const stage = defineStage<EvalParams>({
 
       const { report, ternary } = served.value;
       const retention = retentionTable(floatServed.value, ternary);
-      writeFileSync(join(ctx.out, 'eval.json'), prettyJson(report));
-      writeFileSync(join(ctx.out, 'answers.json'), prettyJson({ version: 1, retention, float: floatServed.value, ternary }));
+      writeOutput(ctx.out, 'report', report);
+      writeOutput(ctx.out, 'answers', { version: 1, retention, float: floatServed.value, ternary });
       const table = formatTable(report.table);
       const answers = formatRetention(retention);
       const set = answerSet.value;
@@ -123,6 +126,14 @@ export const stage = defineStage<EvalParams>({
     }
   },
 });
+
+/** Write one of EVAL_OUTPUTS after checking it against its schema: a report off its own schema is a bug here. */
+function writeOutput(out: string, key: keyof typeof EVAL_OUTPUTS, value: unknown): void {
+  const { file, schema } = EVAL_OUTPUTS[key];
+  const errors = engineSchemaSet().validate(schema, value);
+  if (errors.length > 0) throw new Error(`${file} fails its own schema (schemas/${schema}): ${errors.join('; ')}`);
+  writeFileSync(join(out, file), prettyJson(value));
+}
 
 function answerSetPath(p: EvalParams): string {
   return p.answers?.set ?? ANSWER_SET;

@@ -259,3 +259,27 @@ describe('bench/answers.ts sampling flags', () => {
     expect(res.stderr).toContain('--frequency-penalty takes a number, not none');
   });
 });
+
+describe('bench/answers.ts --float-from', () => {
+  it('takes the float report of every committed answers result, and refuses a file that is not JSON, has no float report, or one off its schema', async () => {
+    const { readFloatFrom, FLOAT } = await import('../bench/answers.ts');
+    const results = join(root, 'bench', 'results');
+    const files = readdirSync(results).filter((f) => /^answers.*\.json$/.test(f));
+    expect(files.length).toBeGreaterThan(10);
+    for (const f of files) {
+      const r = readFloatFrom(join(results, f));
+      expect(typeof r === 'string' ? `${f}: ${r}` : r.report.version).toBe(1);
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'ternforge-float-from-'));
+    const earlier = JSON.parse(readFileSync(join(results, 'answers-smol.json'), 'utf8')) as { serverArgs: string[]; reports: Record<string, { rows: Array<{ correct: unknown }> }> };
+    const write = async (name: string, text: string): Promise<string> => {
+      await writeFile(join(dir, name), text);
+      return join(dir, name);
+    };
+    expect(readFloatFrom(await write('cut.json', '{"serverArgs": ['))).toMatch(/JSON/);
+    expect(readFloatFrom(await write('list.json', '[]'))).toBe('not an output of bench/answers.ts (no serverArgs list)');
+    expect(readFloatFrom(await write('nofloat.json', JSON.stringify({ serverArgs: [], reports: { ternary: earlier.reports[FLOAT] } })))).toBe(`holds no report named ${FLOAT}`);
+    earlier.reports[FLOAT]!.rows[0]!.correct = -1;
+    expect(readFloatFrom(await write('bad.json', JSON.stringify(earlier)))).toBe(`its ${FLOAT} report fails schemas/answer-report.schema.json: /rows/0/correct must be >= 0`);
+  });
+});

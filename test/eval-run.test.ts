@@ -6,7 +6,8 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadQuestionSets, questionFiles, type LoadedSet } from '../lib/eval/questions.ts';
-import { runEval, type EvalReport } from '../lib/eval/run.ts';
+import { engineSchemaSet } from '../engine/json-io.ts';
+import { EVAL_OUTPUTS, runEval, type EvalReport } from '../lib/eval/run.ts';
 import { normalisedScore } from '../lib/eval/score.ts';
 import { requestFieldMeasure, sweep } from '../lib/eval/sweep.ts';
 import { startCannedServer, type CannedServer } from './eval-canned-server.ts';
@@ -68,6 +69,8 @@ describe('runEval on data/eval', () => {
     expect(report.table.meanScore).toBeCloseTo((0 + normalisedScore('math-500', 3 / 8) + 100 + normalisedScore('mmlu-pro', 1 / 6)) / 4, 12);
     expect(rows['gpqa-diamond']!.p95LatencyMs).toBeGreaterThanOrEqual(1490);
     expect(report.sandbox?.timeLimitMs).toBe(1500);
+    // What the eval stage writes as eval.json: timeouts, truncations and the code sandbox all on the schema.
+    expect(engineSchemaSet().validate(EVAL_OUTPUTS.report.schema, report)).toEqual([]);
   });
 
   it('zeroes truncated and timed-out replies even when their answer is right', () => {
@@ -139,6 +142,7 @@ describe('sweep', () => {
       // 4096 answers A everywhere: right only on s-g3, so 1 of 4 and 0 of 3.
       expect(r.value.points[2]!.meanAccuracy).toBe((1 / 4 + 0) / 2);
       expect(r.value.sets.map((s) => s.role)).toEqual(['selection', 'selection']);
+      expect(engineSchemaSet().validate(EVAL_OUTPUTS.sweep.schema, r.value)).toEqual([]);
     } finally {
       await new Promise<void>((r) => server.close(() => r()));
     }

@@ -193,7 +193,10 @@ describe('report on tiny', () => {
   test('an evidence file the guide reads that is off its schema, or not JSON, fails the report, naming the file and the field', () => {
     const sub = mkdtempSync(join(tmpdir(), 'ternforge-report-evidence-'));
     scratch.push(sub);
-    for (const { path } of Object.values(EVIDENCE_FILES)) {
+    // tiny's eval declares no sweep: every other file is in this build.
+    const present = Object.values(EVIDENCE_FILES).filter(({ path }) => existsSync(join(out, path)));
+    expect(Object.values(EVIDENCE_FILES).length - present.length).toBe(1);
+    for (const { path } of present) {
       mkdirSync(dirname(join(sub, path)), { recursive: true });
       copyFileSync(join(out, path), join(sub, path));
     }
@@ -204,6 +207,11 @@ describe('report on tiny', () => {
     audit.violations.push({ gate: 'weight-audit', reason: 'looks-odd' });
     writeFileSync(join(sub, 'evidence/audit.json'), JSON.stringify(audit));
     writeFileSync(join(sub, EVIDENCE_PATHS.quality), '{"format": "ternforge-quality/1", "metrics": ');
+    // The eval stage's answers without the ternary model's report, and with an accuracy written as text.
+    const answers = JSON.parse(readFileSync(join(sub, EVIDENCE_FILES.answers.path), 'utf8')) as { retention: Array<{ floatAccuracy: unknown }>; ternary?: unknown };
+    delete answers.ternary;
+    answers.retention[0]!.floatAccuracy = '1.0';
+    writeFileSync(join(sub, EVIDENCE_FILES.answers.path), JSON.stringify(answers));
     const r = readEvidenceFiles(sub);
     expect(r).toEqual({
       ok: false,
@@ -214,6 +222,8 @@ describe('report on tiny', () => {
           'evidence/audit.json (schemas/audit-report.schema.json): /gates/ternary-fraction/value must be number',
           `evidence/audit.json (schemas/audit-report.schema.json): /violations/${audit.violations.length - 1}/reason must be equal to one of the allowed values`,
           expect.stringMatching(/^evidence\/quality\.json \(schemas\/quality-report\.schema\.json\): not JSON: /),
+          "evidence/eval/answers.json (schemas/answer-retention.schema.json): / must have required property 'ternary'",
+          'evidence/eval/answers.json (schemas/answer-retention.schema.json): /retention/0/floatAccuracy must be number',
         ],
       },
     });

@@ -19,12 +19,17 @@ import { err, ok, type Result } from '../../engine/result.ts';
 import type { AnswerQuestion, AnswerSet } from '../../schemas/generated/answer-set.ts';
 import { readSetFile } from './questions.ts';
 import { numbersIn, normalise, scoreNumber, scoreWord, type AnswerScore } from './answer-score.ts';
-import { completeAll, type ClientSettings } from './client.ts';
+import { completeAll } from './client.ts';
 import { answerText } from './content.ts';
 import { serving, type ServeOptions } from './serve-model.ts';
 import { zeroReason } from './score.ts';
+import type { AnswerOutcome, AnswerReport, KindRow } from '../../schemas/generated/answer-report.ts';
+import type { RetentionRow } from '../../schemas/generated/answer-retention.ts';
+export type { AnswerOutcome, AnswerReport, KindRow, RetentionRow };
 
 export const ANSWER_SCHEMA = 'answer-set.schema.json';
+/** One run of the set against one endpoint (AnswerReport); answers.json holds two (EVAL_OUTPUTS, run.ts). */
+export const ANSWER_REPORT_SCHEMA = 'answer-report.schema.json';
 /** The answer set every profile's eval stage and bench:quality ask by default (repository-relative). */
 export const ANSWER_SET = 'data/answers/everyday.json';
 /**
@@ -86,46 +91,6 @@ export function kindCandidates(set: AnswerSet, kind: string): string[] {
 /** Score one reply to one question of `set`. */
 export function scoreAnswer(set: AnswerSet, q: AnswerQuestion, content: string | null): AnswerScore {
   return set.kinds[q.kind]!.answer === 'number' ? scoreNumber(content, q.question, q.accept[0]!) : scoreWord(content, q.question, q.accept, kindCandidates(set, q.kind));
-}
-
-/** One asked question, as kept in the report. */
-export interface AnswerOutcome {
-  readonly id: string;
-  readonly kind: string;
-  /** Right by answer-score.ts, and the reply ended by itself in time without error. */
-  readonly correct: boolean;
-  readonly extracted: string | null;
-  readonly others: string[];
-  /** Why the reply scored zero before it was read (timeout, error, truncated), or null. */
-  readonly zeroReason: string | null;
-  readonly finishReason: string | null;
-  readonly completionTokens: number | null;
-  readonly latencyMs: number;
-  /** The reply's answer text, up to REPLY_KEPT characters. */
-  readonly reply: string;
-}
-
-/** One kind's figures. */
-export interface KindRow {
-  readonly kind: string;
-  readonly questions: number;
-  readonly correct: number;
-  /** correct / questions. */
-  readonly accuracy: number;
-  /** Replies cut off at `max_tokens` (they score zero). */
-  readonly truncations: number;
-}
-
-/** What one run of an answer set measured against one endpoint. */
-export interface AnswerReport {
-  /** Report layout version. */
-  readonly version: 1;
-  readonly set: { readonly name: string; readonly path: string; readonly sha256: string; readonly role: 'evaluation'; readonly questions: number };
-  readonly settings: ClientSettings;
-  readonly wallMs: number;
-  /** One row per kind in the set's order, then `all`. */
-  readonly rows: KindRow[];
-  readonly outcomes: AnswerOutcome[];
 }
 
 const REPLY_KEPT = 300;
@@ -190,20 +155,6 @@ export async function runAnswers(opts: RunAnswersOptions): Promise<AnswerReport>
 /** Serve `serve.dir` (serve-model.ts), ask the answer set, stop the server. */
 export async function askServed(serve: ServeOptions, opts: Omit<RunAnswersOptions, 'baseUrl' | 'signal'>): Promise<Result<AnswerReport, Failure | StageFailure>> {
   return serving(serve, async (baseUrl) => ok(await runAnswers({ ...opts, baseUrl, signal: serve.signal })));
-}
-
-/** One kind, float and ternary side by side. */
-export interface RetentionRow {
-  readonly kind: string;
-  readonly questions: number;
-  readonly floatCorrect: number;
-  readonly ternaryCorrect: number;
-  /** Right in both. */
-  readonly bothCorrect: number;
-  readonly floatAccuracy: number;
-  readonly ternaryAccuracy: number;
-  /** ternaryAccuracy / floatAccuracy; null when the float model answered none of the kind. */
-  readonly retention: number | null;
 }
 
 /** Float and ternary reports of the same set (same file, by sha256) side by side, per kind and overall. */

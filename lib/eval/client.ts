@@ -9,6 +9,8 @@
  * by them (recorded as an error, not a timeout).
  */
 import { mapPool } from './pool.ts';
+import type { ClientSettings } from '../../schemas/generated/eval-report.ts';
+export type { ClientSettings };
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -57,17 +59,6 @@ export interface Completion {
   readonly httpStatus: number | null;
   /** Transport failure, HTTP error or malformed reply; null for a well-formed reply. */
   readonly error: string | null;
-}
-
-/** The settings every request used, for the report. */
-export interface ClientSettings {
-  readonly url: string;
-  readonly model: string;
-  readonly concurrency: number;
-  readonly maxTokens: number;
-  readonly temperature: number;
-  readonly timeoutMs: number;
-  readonly extraBody: Record<string, unknown>;
 }
 
 /** The options merged over the grader's defaults. */

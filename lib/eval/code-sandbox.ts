@@ -51,34 +51,6 @@ export interface SandboxOptions {
   signal?: AbortSignal;
 }
 
-/** How the code is confined: what every result records. */
-export interface Isolation {
-  readonly tool: 'bubblewrap';
-  readonly version: string;
-  /** The uid/gid the code runs as inside the sandbox. */
-  readonly uid: number;
-  /** The uid bwrap runs as on the host (65534 when this process is root). */
-  readonly hostUid: number;
-  readonly namespaces: readonly string[];
-  /** Limits applied in-process before the solution runs. */
-  readonly processes: number;
-  readonly openFiles: number;
-  readonly fileBytes: number;
-  /** Size of each tmpfs (`/work`, `/tmp`). */
-  readonly tmpfsBytes: number;
-}
-
-/** The resolved sandbox: what every result records. */
-export interface SandboxInfo {
-  /** The interpreter path inside the sandbox. */
-  readonly python: string;
-  readonly pythonVersion: string;
-  readonly isolation: Isolation;
-  readonly timeLimitMs: number;
-  readonly memoryBytes: number;
-  readonly outputBytes: number;
-}
-
 /** What a code question's scorer needs: its tests and, for functional tests, the function's name. */
 export interface CodeTests {
   readonly tests: ReadonlyArray<StdinTest | FunctionalTest>;
@@ -164,6 +136,8 @@ else:
     real.write("\n${RESULT_MARK}" + text + "\n")
     real.flush()
 `;
+import type { Isolation, SandboxInfo } from '../../schemas/generated/eval-report.ts';
+export type { Isolation, SandboxInfo };
 
 // ---------------------------------------------------------------------------------------------------
 // Extraction
@@ -279,7 +253,7 @@ export function probeSandbox(python = 'python3'): Promise<Probe> {
         version,
         uid: SANDBOX_UID,
         hostUid: process.getuid?.() === 0 ? SANDBOX_UID : (process.getuid?.() ?? -1),
-        namespaces: NAMESPACES,
+        namespaces: [...NAMESPACES],
         processes: PROCESSES,
         openFiles: OPEN_FILES,
         fileBytes: FILE_BYTES,

@@ -5,14 +5,16 @@
  */
 import type { CodeQuestion } from '../../schemas/generated/eval-question.ts';
 import { scoreChoice } from './choice.ts';
-import { completeAll, type ClientSettings, type Completion } from './client.ts';
-import { sandboxInfo, scoreCode, type SandboxInfo, type SandboxOptions } from './code-sandbox.ts';
+import { completeAll, type Completion } from './client.ts';
+import { sandboxInfo, scoreCode, type SandboxOptions } from './code-sandbox.ts';
 import { answerText } from './content.ts';
 import { scoreMath } from './math-equiv.ts';
 import { mapPool } from './pool.ts';
 import { promptFor, type Question } from './prompts.ts';
 import type { LoadedSet } from './questions.ts';
-import { tabulate, zeroReason, type Benchmark, type QuestionOutcome, type ScoreTable } from './score.ts';
+import { tabulate, zeroReason, type QuestionOutcome } from './score.ts';
+import type { EvalReport, SetSummary } from '../../schemas/generated/eval-report.ts';
+export type { EvalReport, SetSummary };
 
 export interface RunEvalOptions {
   /** Server root, e.g. `http://127.0.0.1:8000`. */
@@ -35,37 +37,21 @@ export interface RunEvalOptions {
   signal?: AbortSignal;
 }
 
-/** A set as the report names it. */
-export interface SetSummary {
-  readonly name: string;
-  readonly path: string;
-  readonly sha256: string;
-  readonly role: LoadedSet['set']['role'];
-  readonly benchmark: Benchmark;
-  readonly source: LoadedSet['set']['source'];
-  readonly questions: number;
-}
-
-/** What one evaluation measured. */
-export interface EvalReport {
-  /** Report layout version. */
-  readonly version: 1;
-  readonly startedAt: string;
-  readonly wallMs: number;
-  /** The request settings every question used. */
-  readonly settings: ClientSettings;
-  /** The code sandbox (null when no code question was asked). */
-  readonly sandbox: SandboxInfo | null;
-  readonly sets: SetSummary[];
-  readonly table: ScoreTable;
-  readonly questions: QuestionOutcome[];
-}
-
 interface Job {
   readonly set: LoadedSet;
   readonly question: Question;
   readonly key: string;
 }
+
+/**
+ * What the eval stage writes, each checked against its schema (relative to schemas/) before it is written;
+ * the report stage reads them back through the same schemas (lib/report/evidence-files.ts).
+ */
+export const EVAL_OUTPUTS = {
+  report: { file: 'eval.json', schema: 'eval-report.schema.json' },
+  answers: { file: 'answers.json', schema: 'answer-retention.schema.json' },
+  sweep: { file: 'sweep.json', schema: 'sweep-record.schema.json' },
+} as const;
 
 const ANSWER_TAIL = 300;
 

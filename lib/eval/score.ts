@@ -6,6 +6,8 @@
  * text says.
  */
 import type { QuestionSet } from '../../schemas/generated/eval-question.ts';
+import type { BenchmarkRow, QuestionOutcome, ScoreTable } from '../../schemas/generated/eval-report.ts';
+export type { BenchmarkRow, QuestionOutcome, ScoreTable };
 
 /** The four graded benchmarks (the `benchmark` field of a question set). */
 export type Benchmark = QuestionSet['benchmark'];
@@ -44,61 +46,6 @@ export function zeroReason(r: RequestFacts): 'timeout' | 'error' | 'truncated' |
   if (r.error !== null) return 'error';
   if (r.finishReason === 'length') return 'truncated';
   return null;
-}
-
-/** One scored question, as kept in the report. */
-export interface QuestionOutcome {
-  /** Question id, unique within its set. */
-  readonly id: string;
-  /** The question set's name. */
-  readonly set: string;
-  readonly benchmark: Benchmark;
-  /** Counted correct by the grader's rules (zero for timeouts, errors and truncation). */
-  readonly correct: boolean;
-  /** What the scorer extracted (letter, boxed answer, code verdict); null when nothing was found. */
-  readonly extracted: string | null;
-  readonly finishReason: string | null;
-  /** Finished with `length`: cut off at `max_tokens`. */
-  readonly truncated: boolean;
-  readonly timedOut: boolean;
-  readonly error: string | null;
-  /** `usage.completion_tokens`; null when the server sent no usage. */
-  readonly completionTokens: number | null;
-  /** Wall time from sending the request to the end of its body (or the abort). */
-  readonly latencyMs: number;
-  /** Scorer-specific facts (code: per-test verdicts). */
-  readonly detail?: Record<string, unknown>;
-}
-
-/** One row of the table: a benchmark's figures. */
-export interface BenchmarkRow {
-  readonly benchmark: Benchmark;
-  readonly questions: number;
-  readonly correct: number;
-  /** correct / questions. */
-  readonly accuracy: number;
-  /** The grader's normalised score, 0..100. */
-  readonly score: number;
-  /** Replies that finished with `length`. */
-  readonly truncations: number;
-  /** Requests past their deadline. */
-  readonly timeouts: number;
-  /** Requests that failed otherwise (connection refused, HTTP 5xx, malformed reply). */
-  readonly errors: number;
-  /** Mean `completion_tokens` over replies that reported usage; null when none did. */
-  readonly meanCompletionTokens: number | null;
-  /** Latency percentiles (nearest rank) over all requests, timeouts included. */
-  readonly p50LatencyMs: number;
-  readonly p95LatencyMs: number;
-}
-
-/** The result table: one row per benchmark present, and the mean of their normalised scores. */
-export interface ScoreTable {
-  readonly rows: BenchmarkRow[];
-  /** Mean normalised score over the rows (the grader's final number when all four are present). */
-  readonly meanScore: number;
-  /** The graded benchmarks that had no questions (the mean then covers fewer than four). */
-  readonly missing: Benchmark[];
 }
 
 /** Nearest-rank percentile (p in 0..100) of a non-empty list. */

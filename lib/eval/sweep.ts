@@ -13,7 +13,8 @@ import type { EvalFailure } from '../failures.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { LoadedSet } from './questions.ts';
 import { runEval, type EvalReport, type RunEvalOptions } from './run.ts';
-import type { ScoreTable } from './score.ts';
+import type { SweepPoint, SweepRecord } from '../../schemas/generated/sweep-record.ts';
+export type { SweepPoint, SweepRecord };
 
 /** The only role a sweep accepts. */
 export const SWEEP_ROLES = ['selection'] as const;
@@ -30,28 +31,6 @@ export interface SweepOptions {
   sets: readonly LoadedSet[];
   /** Measure one value on the sets. */
   measure: (value: number, sets: readonly LoadedSet[]) => Promise<EvalReport>;
-}
-
-/** One measured value. */
-export interface SweepPoint {
-  readonly value: number;
-  readonly meanScore: number;
-  /** Mean over benchmarks of raw accuracy. */
-  readonly meanAccuracy: number;
-  readonly truncations: number;
-  readonly timeouts: number;
-  /** Mean completion tokens over all replies that reported usage; null when none did. */
-  readonly meanCompletionTokens: number | null;
-  readonly table: ScoreTable;
-}
-
-/** What a sweep chose and why: kept as evidence. */
-export interface SweepRecord {
-  readonly parameter: string;
-  readonly chosen: number;
-  readonly rule: string;
-  readonly points: SweepPoint[];
-  readonly sets: Array<{ name: string; path: string; sha256: string; role: string; source: LoadedSet['set']['source'] }>;
 }
 
 /** Refuse any set whose declared role is not `selection`; the first offender is reported. */

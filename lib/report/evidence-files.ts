@@ -7,13 +7,17 @@
 import { join } from 'node:path';
 import { engineSchemaSet, readJsonFile } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
+import type { AnswerRetention } from '../../schemas/generated/answer-retention.ts';
 import type { AuditReport } from '../../schemas/generated/audit-report.ts';
+import type { EvalReport } from '../../schemas/generated/eval-report.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import type { QualityReport } from '../../schemas/generated/quality-report.ts';
 import type { QuantizeReport } from '../../schemas/generated/quantize-report.ts';
 import type { SmokeReport } from '../../schemas/generated/smoke-report.ts';
 import type { SourceRecord } from '../../schemas/generated/source-record.ts';
 import type { StartupReport } from '../../schemas/generated/startup-report.ts';
+import type { SweepRecord } from '../../schemas/generated/sweep-record.ts';
+import { EVAL_OUTPUTS } from '../eval/run.ts';
 import type { ReportFailure } from '../failures.ts';
 import { EVIDENCE_PATHS } from './layout.ts';
 
@@ -26,6 +30,9 @@ export const EVIDENCE_FILES = {
   quality: { path: EVIDENCE_PATHS.quality, schema: 'quality-report.schema.json' },
   smoke: { path: EVIDENCE_PATHS.smoke, schema: 'smoke-report.schema.json' },
   startup: { path: EVIDENCE_PATHS.startupReport, schema: 'startup-report.schema.json' },
+  eval: { path: `${EVIDENCE_PATHS.eval}/${EVAL_OUTPUTS.report.file}`, schema: EVAL_OUTPUTS.report.schema },
+  answers: { path: `${EVIDENCE_PATHS.eval}/${EVAL_OUTPUTS.answers.file}`, schema: EVAL_OUTPUTS.answers.schema },
+  sweep: { path: `${EVIDENCE_PATHS.eval}/${EVAL_OUTPUTS.sweep.file}`, schema: EVAL_OUTPUTS.sweep.schema },
 } as const;
 
 /** The checked files; null where absent. */
@@ -37,6 +44,9 @@ export interface EvidenceFiles {
   quality: QualityReport | null;
   smoke: SmokeReport | null;
   startup: StartupReport | null;
+  eval: EvalReport | null;
+  answers: AnswerRetention | null;
+  sweep: SweepRecord | null;
 }
 
 /** Read every file of EVIDENCE_FILES under `submission`; every invalid one is listed in one failure. */
@@ -58,6 +68,9 @@ export function readEvidenceFiles(submission: string): Result<EvidenceFiles, Rep
     quality: read<QualityReport>('quality'),
     smoke: read<SmokeReport>('smoke'),
     startup: read<StartupReport>('startup'),
+    eval: read<EvalReport>('eval'),
+    answers: read<AnswerRetention>('answers'),
+    sweep: read<SweepRecord>('sweep'),
   };
   if (problems.length > 0) return err({ reason: 'evidence-unverifiable', detail: 'evidence files the guide reads fail their schemas', items: problems });
   return ok(files);

@@ -23,6 +23,7 @@ import { buildReport, graphFromRecords } from '../lib/report/build.ts';
 import type { DataManifest } from '../schemas/generated/data-manifest.ts';
 import type { EvidenceGuide as Guide } from '../schemas/generated/evidence-guide.ts';
 import { EVIDENCE_FILES, readEvidenceFiles } from '../lib/report/evidence-files.ts';
+import { VOLATILE_BEGIN, VOLATILE_END } from '../lib/report/html.ts';
 import { EVIDENCE_PATHS } from '../lib/report/layout.ts';
 import { gatherRecords } from '../lib/report/records.ts';
 import { pipeline } from '../pipeline.ts';
@@ -227,6 +228,18 @@ describe('report on tiny', () => {
         ],
       },
     });
+  });
+
+  test("report.html shows the eval stage's benchmark table and answer retention per kind, inside the volatile block", () => {
+    const html = readFileSync(join(out, EVIDENCE_PATHS.html), 'utf8');
+    const files = readEvidenceFiles(out);
+    if (!files.ok || files.value.eval === null || files.value.answers === null) throw new Error('the tiny build has no eval files');
+    const section = html.slice(html.indexOf('<h2>Eval results</h2>'), html.indexOf('<h2>Provenance proof'));
+    const lines = section.trimEnd().split('\n');
+    expect([lines[0], lines[1], lines.at(-1)]).toEqual(['<h2>Eval results</h2>', VOLATILE_BEGIN, VOLATILE_END]);
+    for (const r of files.value.eval.table.rows) expect(section).toContain(`<tr><td>${r.benchmark}</td><td>${r.questions}</td><td>${r.correct}</td>`);
+    for (const r of files.value.answers.retention) expect(section).toContain(`<tr><td>${r.kind}</td><td>${r.questions}</td><td>${r.floatCorrect}</td><td>${r.ternaryCorrect}</td>`);
+    expect(section).toContain('<th>ternary right</th>');
   });
 
   test('report.html is self-contained and renders in headless Chromium with no console message', () => {

@@ -142,7 +142,7 @@ export async function buildReport(i: ReportInputs): Promise<Result<ReportSummary
   if (guideErrors.length > 0) throw new Error(`guide.json fails its own schema: ${guideErrors.join('; ')}`);
   writeFileSync(join(i.out, EVIDENCE_PATHS.guideJson), prettyJson(guide));
   writeFileSync(join(i.out, EVIDENCE_PATHS.guide), renderGuide(guide));
-  writeFileSync(join(i.out, EVIDENCE_PATHS.html), renderHtml({ guide, evidence, graph, submission: i.out, self: STAGE, files: files.value }));
+  writeFileSync(join(i.out, EVIDENCE_PATHS.html), renderHtml({ guide, evidence, graph, self: STAGE, files: files.value }));
 
   const rules = Object.fromEntries(guide.rules.map((r) => [r.id, { passed: r.checks.filter((c) => c.passed === true).length, failed: r.checks.filter((c) => c.passed === false).length, not_shown: r.checks.filter((c) => c.passed === null).length }]));
   for (const r of guide.rules) i.log(`rule ${r.id}: ${r.citations.length} citation(s), checks ${r.checks.map((c) => (c.passed === true ? 'pass' : c.passed === false ? 'FAIL' : 'n/a')).join(' ')}`);

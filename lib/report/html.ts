@@ -7,12 +7,9 @@
  * sits between `<!-- volatile:begin -->` and `<!-- volatile:end -->`, so the reproducibility check can
  * mask exactly that and nothing else.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Graph } from '../../engine/graph.ts';
 import type { EvidenceGuide } from '../../schemas/generated/evidence-guide.ts';
-import { EVIDENCE_PATHS } from './layout.ts';
-import type { EvidenceFiles } from './evidence-files.ts';
+import { EVIDENCE_FILES, type EvidenceFiles } from './evidence-files.ts';
 import type { StageEvidence } from './records.ts';
 import { barChart, dotPlot, esc, graphSvg } from './svg.ts';
 
@@ -34,14 +31,6 @@ svg .node.absent rect{fill:#f4f4f4;stroke:#aaa}svg .node.self rect{fill:#e6f4ea;
 svg .g0{fill:#4f7bd9}svg .g1{fill:#d9534f}svg .g2{fill:#2e9e5b}svg .g3{fill:#c69500}svg .g4{fill:#8e44ad}svg .g5{fill:#16a2b8}
 `;
 
-function readJson(path: string): unknown | null {
-  try {
-    return JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    return null;
-  }
-}
-
 const mark = (p: boolean | null): string => (p === true ? '<span class="pass">pass</span>' : p === false ? '<span class="fail">FAIL</span>' : '<span class="na">not shown</span>');
 
 /** Scalar leaves of a JSON value as (path, value) rows, depth- and count-limited. */
@@ -58,6 +47,13 @@ function leaves(v: unknown, prefix = '', out: Array<[string, string]> = [], dept
   return out;
 }
 
+const fixed = (x: number, digits: number): string => x.toFixed(digits);
+
+/** A table with a header row; every cell escaped. */
+function htmlTable(head: readonly string[], rows: ReadonlyArray<ReadonlyArray<string | number>>): string {
+  return `<table><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr>${rows.map((r) => `<tr>${r.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`).join('')}</table>`;
+}
+
 function kvTable(rows: Array<[string, string]>): string {
   return `<table>${rows.map(([k, v]) => `<tr><td><code>${esc(k)}</code></td><td>${esc(v)}</td></tr>`).join('')}</table>`;
 }
@@ -66,9 +62,8 @@ function placeholderNote(stage: string, ev: Map<string, StageEvidence>): string 
   return `<p class="note">${esc(stage)} ${ev.has(stage) ? 'is still a placeholder: its outputs hold only a PLACEHOLDER file, so there are no figures to show.' : 'is not part of this build.'}</p>`;
 }
 
-export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEvidence[]; graph: Graph; submission: string; self: string; files: EvidenceFiles }): string {
+export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEvidence[]; graph: Graph; self: string; files: EvidenceFiles }): string {
   const ev = new Map(o.evidence.map((e) => [e.stage, e]));
-  const sub = o.submission;
   const parts: string[] = [];
   // The submission's JSON evidence, read once and checked against its schemas (lib/report/evidence-files.ts).
   const { manifest, audit, quantizeReport: qr, quality, smoke } = o.files;
@@ -135,13 +130,24 @@ export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEv
     parts.push(VOLATILE_END);
   } else parts.push(placeholderNote('smoke-serve', ev));
 
-  // Eval
+  // Eval: measured on a live server, so all of it is volatile.
   parts.push('<h2>Eval results</h2>');
-  const evalDir = join(sub, EVIDENCE_PATHS.eval);
-  const evalFiles = existsSync(evalDir) ? readdirSync(evalDir).filter((f) => f.endsWith('.json')).sort() : [];
-  if (evalFiles.length > 0) {
+  const { eval: evalReport, answers, sweep } = o.files;
+  if (evalReport !== null || answers !== null) {
     parts.push(VOLATILE_BEGIN);
-    for (const f of evalFiles) parts.push(`<h3><code>${esc(`${EVIDENCE_PATHS.eval}/${f}`)}</code></h3>${kvTable(leaves(readJson(join(evalDir, f))))}`);
+    if (evalReport !== null) {
+      const t = evalReport.table;
+      parts.push(`<h3>Benchmark-style questions (<code>${esc(EVIDENCE_FILES.eval.path)}</code>): mean normalised score ${esc(fixed(t.meanScore, 1))}${t.missing.length > 0 ? `, no questions of ${esc(t.missing.join(', '))}` : ''}</h3>`);
+      parts.push(htmlTable(['benchmark', 'n', 'right', 'accuracy', 'score', 'cut off', 'timed out', 'errors', 'mean tokens', 'p50 / p95 latency (ms)'], t.rows.map((r) => [r.benchmark, r.questions, r.correct, fixed(r.accuracy, 3), fixed(r.score, 1), r.truncations, r.timeouts, r.errors, r.meanCompletionTokens === null ? '-' : fixed(r.meanCompletionTokens, 1), `${Math.round(r.p50LatencyMs)} / ${Math.round(r.p95LatencyMs)}`])));
+    }
+    if (answers !== null) {
+      parts.push(`<h3>Answer retention (<code>${esc(EVIDENCE_FILES.answers.path)}</code>): ${esc(answers.ternary.set.questions)} open-answer questions of <code>${esc(answers.ternary.set.path)}</code>, asked of this submission and of the full-precision model</h3>`);
+      parts.push(htmlTable(['kind', 'n', 'float right', 'ternary right', 'both right', 'float acc.', 'ternary acc.', 'retention'], answers.retention.map((r) => [r.kind, r.questions, r.floatCorrect, r.ternaryCorrect, r.bothCorrect, fixed(r.floatAccuracy, 3), fixed(r.ternaryAccuracy, 3), r.retention === null ? '-' : fixed(r.retention, 3)])));
+    }
+    if (sweep !== null) {
+      parts.push(`<h3>Sweep of <code>${esc(sweep.parameter)}</code> on selection sets (<code>${esc(EVIDENCE_FILES.sweep.path)}</code>): chose ${esc(sweep.chosen)} (${esc(sweep.rule)})</h3>`);
+      parts.push(htmlTable(['value', 'mean score', 'mean accuracy', 'cut off', 'timed out', 'mean tokens'], sweep.points.map((p) => [p.value, fixed(p.meanScore, 1), fixed(p.meanAccuracy, 3), p.truncations, p.timeouts, p.meanCompletionTokens === null ? '-' : fixed(p.meanCompletionTokens, 1)])));
+    }
     parts.push(VOLATILE_END);
   } else parts.push(placeholderNote('eval', ev));
 

@@ -109,7 +109,15 @@ def main() -> None:
         transcripts, stopped = earlier["transcripts"], earlier["float_stopped"]
     else:
         transcripts, stopped = answer(ref, tok, [q["question"] for q in questions], a.max_new)
-    prompts = [len(prompt_ids(tok, q["question"])) for q in questions]
+    # Where each reply begins: its prompt, tokenized as the transcript's own start (a transcript of --float-from
+    # written with another tokenizer or template would not begin with it, and every figure would be off by a shift).
+    prompts = []
+    for q, ids in zip(questions, transcripts):
+        p = prompt_ids(tok, q["question"])
+        if ids[:len(p)] != p:
+            sys.exit(f"answer_logprob: the float transcript of {q['id']} does not begin with its templated question "
+                     f"under {a.model_dir}'s tokenizer")
+        prompts.append(len(p))
     print(f"float answers: {stopped} of {len(questions)} stopped within {a.max_new} tokens "
           f"({time.monotonic() - t0:.0f} s)")
     rows, points = [], []

@@ -47,8 +47,6 @@ function leaves(v: unknown, prefix = '', out: Array<[string, string]> = [], dept
   return out;
 }
 
-const fixed = (x: number, digits: number): string => x.toFixed(digits);
-
 /** A table with a header row; every cell escaped. */
 function htmlTable(head: readonly string[], rows: ReadonlyArray<ReadonlyArray<string | number>>): string {
   return `<table><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr>${rows.map((r) => `<tr>${r.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`).join('')}</table>`;
@@ -137,16 +135,16 @@ export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEv
     parts.push(VOLATILE_BEGIN);
     if (evalReport !== null) {
       const t = evalReport.table;
-      parts.push(`<h3>Benchmark-style questions (<code>${esc(EVIDENCE_FILES.eval.path)}</code>): mean normalised score ${esc(fixed(t.meanScore, 1))}${t.missing.length > 0 ? `, no questions of ${esc(t.missing.join(', '))}` : ''}</h3>`);
-      parts.push(htmlTable(['benchmark', 'n', 'right', 'accuracy', 'score', 'cut off', 'timed out', 'errors', 'mean tokens', 'p50 / p95 latency (ms)'], t.rows.map((r) => [r.benchmark, r.questions, r.correct, fixed(r.accuracy, 3), fixed(r.score, 1), r.truncations, r.timeouts, r.errors, r.meanCompletionTokens === null ? '-' : fixed(r.meanCompletionTokens, 1), `${Math.round(r.p50LatencyMs)} / ${Math.round(r.p95LatencyMs)}`])));
+      parts.push(`<h3>Benchmark-style questions (<code>${esc(EVIDENCE_FILES.eval.path)}</code>): mean normalised score ${esc(t.meanScore.toFixed(1))}${t.missing.length > 0 ? `, no questions of ${esc(t.missing.join(', '))}` : ''}</h3>`);
+      parts.push(htmlTable(['benchmark', 'n', 'right', 'accuracy', 'score', 'cut off', 'timed out', 'errors', 'mean tokens', 'p50 / p95 latency (ms)'], t.rows.map((r) => [r.benchmark, r.questions, r.correct, r.accuracy.toFixed(3), r.score.toFixed(1), r.truncations, r.timeouts, r.errors, r.meanCompletionTokens === null ? '-' : r.meanCompletionTokens.toFixed(1), `${Math.round(r.p50LatencyMs)} / ${Math.round(r.p95LatencyMs)}`])));
     }
     if (answers !== null) {
       parts.push(`<h3>Answer retention (<code>${esc(EVIDENCE_FILES.answers.path)}</code>): ${esc(answers.ternary.set.questions)} open-answer questions of <code>${esc(answers.ternary.set.path)}</code>, asked of this submission and of the full-precision model</h3>`);
-      parts.push(htmlTable(['kind', 'n', 'float right', 'ternary right', 'both right', 'float acc.', 'ternary acc.', 'retention'], answers.retention.map((r) => [r.kind, r.questions, r.floatCorrect, r.ternaryCorrect, r.bothCorrect, fixed(r.floatAccuracy, 3), fixed(r.ternaryAccuracy, 3), r.retention === null ? '-' : fixed(r.retention, 3)])));
+      parts.push(htmlTable(['kind', 'n', 'float right', 'ternary right', 'both right', 'float acc.', 'ternary acc.', 'retention'], answers.retention.map((r) => [r.kind, r.questions, r.floatCorrect, r.ternaryCorrect, r.bothCorrect, r.floatAccuracy.toFixed(3), r.ternaryAccuracy.toFixed(3), r.retention === null ? '-' : r.retention.toFixed(3)])));
     }
     if (sweep !== null) {
       parts.push(`<h3>Sweep of <code>${esc(sweep.parameter)}</code> on selection sets (<code>${esc(EVIDENCE_FILES.sweep.path)}</code>): chose ${esc(sweep.chosen)} (${esc(sweep.rule)})</h3>`);
-      parts.push(htmlTable(['value', 'mean score', 'mean accuracy', 'cut off', 'timed out', 'mean tokens'], sweep.points.map((p) => [p.value, fixed(p.meanScore, 1), fixed(p.meanAccuracy, 3), p.truncations, p.timeouts, p.meanCompletionTokens === null ? '-' : fixed(p.meanCompletionTokens, 1)])));
+      parts.push(htmlTable(['value', 'mean score', 'mean accuracy', 'cut off', 'timed out', 'mean tokens'], sweep.points.map((p) => [p.value, p.meanScore.toFixed(1), p.meanAccuracy.toFixed(3), p.truncations, p.timeouts, p.meanCompletionTokens === null ? '-' : p.meanCompletionTokens.toFixed(1)])));
     }
     parts.push(VOLATILE_END);
   } else parts.push(placeholderNote('eval', ev));

@@ -63,6 +63,12 @@ export class SchemaSet {
     return (fn.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}${e.params && 'additionalProperty' in e.params ? ` (${String(e.params.additionalProperty)})` : ''}`);
   }
 
+  /** Throw when `value`, which this program made, fails the schema at `relPath`: a bug here, not bad input. `what` names it. */
+  check(relPath: string, value: unknown, what: string): void {
+    const errors = this.validate(relPath, value);
+    if (errors.length > 0) throw new Error(`${what} fails its own schema (schemas/${relPath}): ${errors.join('; ')}`);
+  }
+
   #validator(relPath: string): Validator {
     const known = this.#validators.get(relPath);
     if (known !== undefined) return known;

@@ -19,8 +19,7 @@ export const stage = defineStage<AuditParams>({
     if (!source.ok) return stageFailed(ctx.stage, source.error);
     // Name the source by its place in the graph, not its absolute path: the record must not depend on the workdir.
     const report = await auditSubmission(ctx.upstream('pack'), { source: { ...source.value, origin: 'fetch-model/model' } });
-    const invalid = engineSchemaSet().validate('audit-report.schema.json', report);
-    if (invalid.length > 0) throw new Error(`audit.json fails its own schema (schemas/audit-report.schema.json): ${invalid.join('; ')}`);
+    engineSchemaSet().check('audit-report.schema.json', report, 'audit.json');
     const path = join(ctx.out, 'audit.json');
     await writeFile(`${path}.tmp`, `${JSON.stringify(report, null, 2)}\n`);
     await rename(`${path}.tmp`, path);

@@ -52,8 +52,7 @@ export const stage = defineStage<SmokeServeParams>({
       if (ctx.signal.aborted) return err({ reason: 'interrupted', stage: ctx.stage });
       if (!r.ok) return stageFailed(ctx.stage, { reason: 'smoke-not-run', detail: r.error });
       const report = r.value;
-      const errors = new SchemaSet(join(ctx.root, 'schemas')).validate('smoke-report.schema.json', report);
-      if (errors.length > 0) throw new Error(`smoke.json fails its own schema: ${errors.join('; ')}`);
+      new SchemaSet(join(ctx.root, 'schemas')).check('smoke-report.schema.json', report, 'smoke.json');
       // The evidence names no path of this machine: the scratch copy is `<scratch>`, the interpreter's
       // directory `<python>`, the venv `<venv>`, the workdir `<workdir>`, the repository `.`, home `~`, temp `<tmp>`.
       const places: Array<[string, string]> = [[scratch, '<scratch>'], ...(pythonDir !== undefined ? [[pythonDir, '<python>'] as [string, string]] : []), [dirname(dirname(ctx.python)), '<venv>'], [ctx.workdir, '<workdir>'], [ctx.root, '.'], [homedir(), '~'], [tmpdir(), '<tmp>']];

@@ -60,4 +60,12 @@ describe('schemas', () => {
       '/pid must be >= 1',
     ]);
   });
+
+  test("check: a value this program made that fails its schema throws, naming the file, the schema and each field", () => {
+    const schemas = new SchemaSet(join(root, 'schemas'));
+    expect(() => schemas.check('engine/workspace-lock.schema.json', { pid: 1, hostname: 'h', command: 'c', since: 's' }, 'lock')).not.toThrow();
+    expect(() => schemas.check('engine/workspace-lock.schema.json', { pid: 0, hostname: 'h', command: 'c', since: 's', extra: 1 }, 'lock.json')).toThrow(
+      'lock.json fails its own schema (schemas/engine/workspace-lock.schema.json): / must NOT have additional properties (extra); /pid must be >= 1',
+    );
+  });
 });

@@ -159,8 +159,7 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
 
   const arch = architectureFor(out, manifest, src.sampling, src.sourceTensors);
   if (!arch.ok) return arch;
-  const archErrors = schemas.validate('architecture.schema.json', arch.value);
-  if (archErrors.length > 0) throw new Error(`architecture.json fails its own schema: ${archErrors.join('; ')}`);
+  schemas.check('architecture.schema.json', arch.value, 'architecture.json');
   writeFileSync(join(out, ARCHITECTURE), prettyJson(arch.value));
   stats.files++;
   stats.written++;
@@ -171,8 +170,7 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   if (!wheelsRead.ok || wheelsRead.value === null) return err({ reason: 'submission-input-invalid', path: wheelsRecordPath, detail: wheelsRead.ok ? 'absent' : wheelsRead.error.reason === 'invalid-json' ? wheelsRead.error.errors.join('; ') : wheelsRead.error.reason });
   const wheelsRecord = wheelsRead.value;
   const budget = startupBudget(submissionFacts(manifest, wheelsRecord), readRates(src.root));
-  const budgetErrors = schemas.validate('startup-budget.schema.json', budget);
-  if (budgetErrors.length > 0) throw new Error(`the start-up budget fails its own schema: ${budgetErrors.join('; ')}`);
+  schemas.check('startup-budget.schema.json', budget, 'the start-up budget');
   writeFileSync(join(out, EVIDENCE_DIR, STARTUP_BUDGET), prettyJson(budget));
   writeFileSync(join(out, EVIDENCE_DIR, STARTUP_BUDGET_MD), `# Start-up budget\n\n${budgetMarkdown(budget)}\n${budget.notes.map((n) => `- ${n}`).join('\n')}\n`);
   stats.files += 2;

@@ -9,6 +9,7 @@ import typing
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors import safe_open
 
 from ternforge.quant import config as qc
@@ -283,3 +284,47 @@ def test_block_ap_runs_before_the_distillation_and_a_rerun_reuses_its_finished_l
     assert [r["resumed"] for r in again["layers"]] == [True] * 4
     files = sorted(p.name for p in (tmp_path / "a").glob("*.safetensors"))
     assert files and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
+
+
+def test_gptq_chat_windows_is_refused_without_the_distillations_chat_transcripts(tmp_path: Path) -> None:
+    base = {"group_size": 32, "model_dir": str(tmp_path), "out_dir": str(tmp_path / "o")}
+    with pytest.raises(ConfigError, match=r"gptq.chat_windows \(8\) needs the distillation's chat transcripts: "
+                                          r"method gptq\+kd, not gptq"):
+        parse({**base, "method": "gptq", "gptq": {"chat_windows": 8}})
+    with pytest.raises(ConfigError, match="gptq.chat_windows needs chat requests for the teacher to answer"):
+        parse({**base, "method": "gptq+kd", "gptq": {"chat_windows": 8}})
+    cfg, _ = parse({**base, "method": "gptq+kd", "gptq": {"chat_windows": 8}, "kd": {"chat_self_prompts": 4}})
+    assert cfg.gptq.chat_windows == 8
+    assert parse({**base, "method": "gptq"})[0].gptq.chat_windows == 0
+
+
+def test_chat_calibration_spreads_whole_batches_over_the_transcripts() -> None:
+    from ternforge.quant.distill import chat_calibration
+
+    transcripts = [list(range(i * 100, i * 100 + 40)) for i in range(10)]  # 400 tokens: 25 windows of 16
+    got = chat_calibration(transcripts, 6, 16, 4)
+    assert [tuple(b.shape) for b in got] == [(4, 16)]  # 6 asked, one whole batch of 4
+    rows = torch.cat(got)
+    starts = [int(r[0]) for r in rows]
+    assert starts[0] == 0 and int(rows[-1][-1]) == 939  # the first window and the last whole one
+    assert len(set(starts)) == 4
+    assert [tuple(b.shape) for b in chat_calibration(transcripts, 100, 16, 4)] == [(4, 16)] * 6  # fewer: 24 of 25
+    assert chat_calibration(transcripts, 2, 16, 4) == [] and chat_calibration([[1, 2]], 8, 16, 4) == []
+
+
+def test_gptq_fits_on_the_teachers_transcripts_too_with_gptq_chat_windows(
+        tiny_fetch_dir: Path, tiny_calib: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    config = {"method": "gptq+kd", "group_size": 32, "seed": 0,
+              "calibration": {"seq_len": 16, "sequences": 4, "batch_size": 2},
+              "kd": {"steps": 1, "batch_size": 2, "seq_len": 16, "sequences": 4, "chat_prompts": 4,
+                     "chat_max_new": 12},
+              "model_dir": str(tiny_fetch_dir / "model"), "calib_dir": str(tiny_calib)}
+    assert run.main({**config, "out_dir": str(tmp_path / "a")})["ok"]
+    assert run.main({**config, "gptq": {"chat_windows": 4}, "out_dir": str(tmp_path / "b")})["ok"]
+    assert "gptq: 4 windows of the teacher's transcripts join 4 of calibration text" in capfd.readouterr().err
+    a, b = (json.loads((tmp_path / d / "quantize_report.json").read_text()) for d in "ab")
+    assert "gptq_chat_windows" not in a and b["gptq_chat_windows"] == 4
+    assert a["kd"]["data"] == b["kd"]["data"]  # the same distillation data either way
+    # GPTQ's Hessians hold the transcripts' inputs: every layer's output error is measured on other inputs.
+    assert a["gptq_rel_err"].keys() == b["gptq_rel_err"].keys()
+    assert all(a["gptq_rel_err"][n] != b["gptq_rel_err"][n] for n in a["gptq_rel_err"])

@@ -65,6 +65,10 @@ export interface QuantizeParams {
      * How each group's scale is searched (twn.group_scales): exact (every threshold) or grid (ratios of mean |W|).
      */
     scale_search?: 'exact' | 'grid';
+    /**
+     * gptq+kd only: windows of calibration.seq_len tokens over the distillation's teacher-written chat transcripts, added to the calibration batches GPTQ fits on (the teacher writes them before GPTQ runs). 0 (default): calibration text only.
+     */
+    chat_windows?: number;
   };
   /**
    * TWN settings (twn.py).

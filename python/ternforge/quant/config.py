@@ -64,6 +64,9 @@ class GPTQSection:
     percdamp: float = 0.1
     actorder: bool = True
     scale_search: str = "exact"  # twn.group_scales search of each group's scale: exact | grid
+    # gptq+kd: windows of calibration.seq_len over the distillation's teacher-written chat transcripts added to
+    # the calibration batches GPTQ fits on (the teacher writes them before GPTQ runs); 0: calibration text only
+    chat_windows: int = 0
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,18 @@ def kd_problems(kd: KDConfig) -> list[str]:
     if kd.block_steps and (kd.block_batch <= 0 or kd.block_sequences < kd.block_batch):
         problems.append(f"kd.block_sequences ({kd.block_sequences}) must hold at least one batch of "
                         f"kd.block_batch ({kd.block_batch}) windows")
+    return problems
+
+
+def method_problems(method: str, gptq: GPTQSection, kd: KDConfig) -> list[str]:
+    """Settings that only one method can honour, refused for the others."""
+    problems = []
+    if gptq.chat_windows and method != "gptq+kd":
+        problems.append(f"gptq.chat_windows ({gptq.chat_windows}) needs the distillation's chat transcripts: "
+                        f"method gptq+kd, not {method}")
+    elif gptq.chat_windows and kd.chat_prompts + kd.chat_self_prompts <= 0:
+        problems.append("gptq.chat_windows needs chat requests for the teacher to answer "
+                        "(kd.chat_prompts or kd.chat_self_prompts)")
     return problems
 
 
@@ -252,7 +267,7 @@ def parse(config: dict[str, Any]) -> tuple[QuantizeConfig, Paths]:
     cal = built.get("calibration", CalibrationConfig())
     kd = built.get("kd", KDConfig())
     kd = dataclasses.replace(kd, seed=top.get("seed", 0), seq_len=kd.seq_len or cal.seq_len)
-    together = kd_problems(kd)
+    together = kd_problems(kd) + method_problems(top.get("method", ""), built.get("gptq", GPTQSection()), kd)
     if together:
         raise ConfigError(together)
     cfg = QuantizeConfig(**top, **{**built, "kd": kd})

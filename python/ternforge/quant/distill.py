@@ -45,7 +45,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -489,15 +489,23 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     return history
 
 
+@dataclass
+class KDData:
+    """The distillation's data: its windows, what went into them, and the chat requests and transcripts."""
+
+    seqs: torch.Tensor  # [n, kd.seq_len] ids
+    info: dict
+    requests: list[str]
+    transcripts: list[list[int]]
+
+
 def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Path, k: KDConfig, eos: int,
-                 device: str = "cpu", on_progress: Callable[[int, int, str], None] | None = None
-                 ) -> tuple[torch.Tensor, dict, list[str]]:
+                 device: str = "cpu", on_progress: Callable[[int, int, str], None] | None = None) -> KDData:
     """The distillation windows of k.seq_len tokens: k.sequences windows of calibration text (all when None)
     and windows over teacher-written chat transcripts (chatdata.py) of k.chat_max_new tokens at most per
     answer: k.chat_prompts requests about calibration snippets and k.chat_self_prompts requests the teacher
-    writes itself (sampled with k.seed, each begun with one of k.chat_self_openers in turn). Returns the
-    [n, seq_len] ids, what went into them, and the chat requests. `on_progress(done, total, what)` follows
-    each batch of self-written requests and of answers."""
+    writes itself (sampled with k.seed, each begun with one of k.chat_self_openers in turn).
+    `on_progress(done, total, what)` follows each batch of self-written requests and of answers."""
     from ..calib.tokens import load_role, sequences
     from .chatdata import answer, load_tokenizer, self_requests, snippet_requests, windows
 
@@ -505,7 +513,7 @@ def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Pat
     text = sequences(docs, k.seq_len, k.sequences, eos)
     info: dict = {"text_windows": int(text.shape[0]), "seq_len": k.seq_len}
     if k.chat_prompts + k.chat_self_prompts <= 0:
-        return text, info, []
+        return KDData(text, info, [], [])
     tok = load_tokenizer(model_dir)
 
     def report(what: str) -> Callable[[int, int], None] | None:
@@ -522,7 +530,21 @@ def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Pat
                  "chat_tokens": sum(len(t) for t in transcripts), "chat_stopped": stopped})
     if k.chat_self_prompts:
         info.update({"chat_self_written": len(written), "chat_self_examples": written[:12]})
-    return torch.cat([text, chat]), info, requests + written
+    return KDData(torch.cat([text, chat]), info, requests + written, transcripts)
+
+
+def chat_calibration(transcripts: list[list[int]], n: int, seq_len: int, batch_size: int
+                     ) -> list[torch.Tensor]:
+    """gptq.chat_windows: n windows of seq_len tokens spread evenly over the teacher's transcripts (joined end to
+    end), in batches of batch_size; fewer (whole batches) when the transcripts hold fewer."""
+    from .chatdata import windows
+
+    w = windows(transcripts, seq_len)
+    take = min(n, w.shape[0]) // batch_size * batch_size
+    if take <= 0:
+        return []
+    idx = torch.linspace(0, w.shape[0] - 1, take).round().long()
+    return list(w[idx].split(batch_size))
 
 
 def onpolicy_sequences(student_model: nn.Module, student: dict[str, TernaryLinear], model_dir: str | Path,
@@ -568,8 +590,9 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
                 on_step: Callable[[dict], None] | None = None,
                 on_progress: Callable[[int, int, str], None] | None = None
                 ) -> tuple[dict[str, TernaryTensor], dict, dict[str, torch.Tensor]]:
-    """GPTQ initialisation (gptq.run_gptq), then a fresh full-precision teacher writes the data, Block-AP
-    (blockap.py; when kd.block_steps > 0) reconstructs each layer on it, and distillation follows; returns the
+    """A fresh full-precision teacher writes the data (kd_sequences), GPTQ initialises the codes (gptq.run_gptq;
+    on calibration text plus gptq.chat_windows windows of the teacher's transcripts), Block-AP (blockap.py;
+    when kd.block_steps > 0) reconstructs each layer on the data, and distillation follows; returns the
     codes by source name, the report's figures and the tuned floats (fp32, by source name; empty when
     kd.norm_lr and kd.float_lr are 0). `on_step` gets each step's record plus `total` and `seconds_left`;
     `on_progress(done, total, what)` follows the teacher's transcripts and Block-AP's layers."""
@@ -582,10 +605,23 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
 
     k = cfg.kd
     check_config(k)
-    init, report = run_gptq(prep, cfg, on_layer)
     teacher = load_float_model(paths.model_dir, DTYPES[cfg.dtype], cfg.device)
     for p in teacher.parameters():
         p.requires_grad_(False)
+    # The teacher writes the data first: GPTQ may fit on windows of its transcripts too (gptq.chat_windows).
+    data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress)
+    seqs = data.seqs
+    chat_windows = 0
+    if cfg.gptq.chat_windows:
+        cal = cfg.calibration
+        chat_cal = chat_calibration(data.transcripts, cfg.gptq.chat_windows, cal.seq_len, cal.batch_size)
+        chat_windows = sum(b.shape[0] for b in chat_cal)
+        log(f"gptq: {chat_windows} windows of the teacher's transcripts join {sum(b.shape[0] for b in prep.batches)} "
+            f"of calibration text (gptq.chat_windows {cfg.gptq.chat_windows})")
+        prep.batches = prep.batches + [b.to(cfg.device) for b in chat_cal]
+    init, report = run_gptq(prep, cfg, on_layer)
+    if cfg.gptq.chat_windows:
+        report["gptq_chat_windows"] = chat_windows
     s2m = {s: m for m, s in prep.m2s.items()}
     student = make_student(prep.model, {s2m[s]: tt for s, tt in init.items()}, k.latent_dtype)
     tuned = tuned_floats(prep.model, k)
@@ -594,8 +630,6 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     if unmapped:
         raise ValueError(f"distill: tuned floats with no source tensor: {unmapped[:5]}")
     initial = {n: tf.master.detach().clone() for n, tf in tuned.items()}
-    seqs, data, requests = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device,
-                                        on_progress)
     blocks = block_reconstruct(teacher, prep.model, student, seqs, k, paths.work_dir,
                                None if on_progress is None else
                                (lambda done, total: on_progress(done, total, "kd: block-ap layers")))
@@ -608,11 +642,12 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         work = Path(paths.work_dir) if paths.work_dir is not None else None
         history = distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-1",
                           progress, first=0, last=switch, tuned=tuned)
-        seqs, data["onpolicy"] = onpolicy_sequences(prep.model, student, paths.model_dir, requests, seqs, k,
-                                                    cfg.device, on_progress)
-        data["onpolicy"]["at_step"] = switch
-        log(f"distill: at step {switch} the student stopped by itself in {data['onpolicy']['stopped']} of "
-            f"{data['onpolicy']['transcripts']} answers; {data['onpolicy']['windows']} windows of them join the data")
+        seqs, data.info["onpolicy"] = onpolicy_sequences(prep.model, student, paths.model_dir, data.requests, seqs,
+                                                         k, cfg.device, on_progress)
+        onpolicy = data.info["onpolicy"]
+        onpolicy["at_step"] = switch
+        log(f"distill: at step {switch} the student stopped by itself in {onpolicy['stopped']} of "
+            f"{onpolicy['transcripts']} answers; {onpolicy['windows']} windows of them join the data")
         history += distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-2",
                            progress, first=switch, last=k.steps, tuned=tuned)
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
@@ -623,5 +658,5 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     first = history[0]["kl"] if history else None
     last = sum(r["kl"] for r in history[-10:]) / len(history[-10:]) if history else None
     report = {**report, "kd": {**asdict(k), "first_kl": first, "last10_kl": last, "steps_done": len(history),
-                               "data": data, "tuned_floats": moved, "block_ap": blocks}}
+                               "data": data.info, "tuned_floats": moved, "block_ap": blocks}}
     return out, report, floats

@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 from ternforge.calib.tokens import load_role, sequences  # noqa: E402
 from ternforge.quality import compare  # noqa: E402
-from ternforge.quant.calibration import eos_of, prepare  # noqa: E402
+from ternforge.quant.calibration import chat_calibration, eos_of, prepare  # noqa: E402
 from ternforge.quant.chatdata import windows  # noqa: E402
 from ternforge.quant.config import parse  # noqa: E402
-from ternforge.quant.distill import chat_calibration, kd_sequences  # noqa: E402
+from ternforge.quant.distill import kd_sequences  # noqa: E402
 from ternforge.quant.gptq import run_gptq  # noqa: E402
 from ternforge.quant.model import DTYPES, load_float_model  # noqa: E402
 

@@ -299,7 +299,7 @@ def test_gptq_chat_windows_is_refused_without_the_distillations_chat_transcripts
 
 
 def test_chat_calibration_spreads_whole_batches_over_the_transcripts() -> None:
-    from ternforge.quant.distill import chat_calibration
+    from ternforge.quant.calibration import chat_calibration
 
     transcripts = [list(range(i * 100, i * 100 + 40)) for i in range(10)]  # 400 tokens: 25 windows of 16
     got = chat_calibration(transcripts, 6, 16, 4)

@@ -1,5 +1,6 @@
 """Calibration preparation for the calibrated methods: the float model, calibration batches from
-fetch-calib's calibration role, per-linear input energies and the float budget plan built on them."""
+fetch-calib's calibration role (and, for gptq+kd's GPTQ, from the teacher's transcripts), per-linear input
+energies and the float budget plan built on them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,6 +38,20 @@ def calibration_batches(calib_dir: str | Path, eos_id: int, cfg: CalibrationConf
 
     seqs = sequences(load_role(calib_dir, role), cfg.seq_len, cfg.sequences, eos_id)
     return batches(seqs, cfg.batch_size)
+
+
+def chat_calibration(transcripts: list[list[int]], n: int, seq_len: int, batch_size: int
+                     ) -> list[torch.Tensor]:
+    """gptq.chat_windows: n windows of seq_len tokens spread evenly over the teacher's transcripts (joined end to
+    end), in batches of batch_size; fewer (whole batches) when the transcripts hold fewer."""
+    from .chatdata import windows
+
+    w = windows(transcripts, seq_len)
+    take = min(n, w.shape[0]) // batch_size * batch_size
+    if take <= 0:
+        return []
+    idx = torch.linspace(0, w.shape[0] - 1, take).round().long()
+    return list(w[idx].split(batch_size))
 
 
 def eos_of(model: nn.Module) -> int:

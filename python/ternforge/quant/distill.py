@@ -533,20 +533,6 @@ def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Pat
     return KDData(torch.cat([text, chat]), info, requests + written, transcripts)
 
 
-def chat_calibration(transcripts: list[list[int]], n: int, seq_len: int, batch_size: int
-                     ) -> list[torch.Tensor]:
-    """gptq.chat_windows: n windows of seq_len tokens spread evenly over the teacher's transcripts (joined end to
-    end), in batches of batch_size; fewer (whole batches) when the transcripts hold fewer."""
-    from .chatdata import windows
-
-    w = windows(transcripts, seq_len)
-    take = min(n, w.shape[0]) // batch_size * batch_size
-    if take <= 0:
-        return []
-    idx = torch.linspace(0, w.shape[0] - 1, take).round().long()
-    return list(w[idx].split(batch_size))
-
-
 def onpolicy_sequences(student_model: nn.Module, student: dict[str, TernaryLinear], model_dir: str | Path,
                        requests: list[str], seqs: torch.Tensor, k: KDConfig, device: str = "cpu",
                        on_progress: Callable[[int, int, str], None] | None = None) -> tuple[torch.Tensor, dict]:
@@ -599,7 +585,7 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     from ternforge_server.loader import model_name_for
 
     from .blockap import block_reconstruct
-    from .calibration import eos_of
+    from .calibration import chat_calibration, eos_of
     from .gptq import run_gptq
     from .model import DTYPES, load_float_model
 

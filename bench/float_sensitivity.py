@@ -100,6 +100,9 @@ def main() -> None:
     g = cfg.group_size
     mods = dict(model.named_modules())
     cands = {m: s for m, s in prep.m2s.items() if s in prep.allocation.scores}
+    if not cands:
+        sys.exit(f"profile {a.profile}: no matrix has an output-error score (quantize.allocation.sensitivity off, "
+                 "or no calibration batches), so there is nothing to compare")
     hessians = capture_hessians(model, prep.batches, cands) if a.score == "gptq" else {}
     gcfg = GPTQConfig(group_size=g, blocksize=cfg.gptq.blocksize, percdamp=cfg.gptq.percdamp,
                       actorder=cfg.gptq.actorder, scale_search=cfg.gptq.scale_search)
@@ -128,15 +131,16 @@ def main() -> None:
         return allocate(shapes, AllocConfig(group_size=group, target_fraction=target,
                                             min_relative_score=al.min_relative_score, keep_float=cfg.keep_float), scores)
 
-    plans = {"output error g32 t0.955": prep.allocation} if g == 32 else {}
+    # name -> (group size, plan); the stage's own plan first
+    plans = {f"output error g{g} t{al.target_fraction}": (g, prep.allocation)}
     for group in a.groups:
         for target in a.targets:
-            plans[f"model KL g{group} t{target}"] = plan(kl_scores, group, target)
-            if group == 64 and g == 32 and target == al.target_fraction:
-                # the stage's own plan at g=64 scores its output error with g=64 rounding
-                plans[f"output error g64 t{target}"] = prepare(a.model_dir, a.calib_dir,
-                                                                dataclasses.replace(cfg, group_size=64)).allocation
-    for k, p in plans.items():
+            plans[f"model KL g{group} t{target}"] = (group, plan(kl_scores, group, target))
+            if group != g and target == al.target_fraction:
+                # the stage's own plan at that group size scores its output error with that rounding
+                plans[f"output error g{group} t{target}"] = (group, prepare(
+                    a.model_dir, a.calib_dir, dataclasses.replace(cfg, group_size=group)).allocation)
+    for k, (_, p) in plans.items():
         print(f"{k}: fraction {p.fraction:.4f}, float {p.chosen_float}", flush=True)
     rank_out = sorted(out_scores, key=lambda n: -out_scores[n])
     rank_kl = sorted(kl_scores, key=lambda n: -kl_scores[n])
@@ -148,13 +152,13 @@ def main() -> None:
     held_docs = sequences(load_role(a.calib_dir, "heldout"), cfg.calibration.seq_len, cfg.calibration.sequences,
                           eos_of(fref))
     rows = {}
-    for name in plans:
-        gcfg = dataclasses.replace(cfg, group_size=int(name.split(" g")[1].split()[0]))
+    for name, (group, allocation) in plans.items():
+        gcfg = dataclasses.replace(cfg, group_size=group)
         p = prepare(a.model_dir, a.calib_dir, gcfg)
-        p.allocation = plans[name]
+        p.allocation = allocation
         run_gptq(p, gcfg)
         p.model.float()
-        row = {"float": plans[name].chosen_float, "fraction": round(plans[name].fraction, 5)}
+        row = {"float": allocation.chosen_float, "fraction": round(allocation.fraction, 5)}
         for what, seqs in (("heldout_docs", held_docs), ("heldout_chat", held_chat)):
             r = compare(fref, p.model, seqs, 4)
             row[what] = {k: round(r[k], 4) for k in ("ppl_ratio", "top1_agreement", "kl")}
@@ -163,7 +167,7 @@ def main() -> None:
         del p
     out = {"profile": a.profile, "group_size": g, "score": a.score, "scored_windows": {"text": a.text, "chat": a.chat, "seq_len": kd.seq_len},
            "transcripts": len(data.transcripts), "heldout_chat_windows": int(held_chat.shape[0]),
-           "plans": {k: {"fraction": round(p.fraction, 5), "float": p.chosen_float} for k, p in plans.items()},
+           "plans": {k: {"fraction": round(p.fraction, 5), "float": p.chosen_float} for k, (_, p) in plans.items()},
            "model_kl": {n: round(kl_raw[n], 5) for n in rank_kl},
            "top_by_model_kl": [{"tensor": n, "kl": round(kl_raw[n], 5), "kl_rank": i, "output_error_rank": rank_out.index(n)}
                                for i, n in enumerate(rank_kl[:20])],

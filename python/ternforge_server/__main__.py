@@ -59,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cpu-linear", choices=["decode", "plain"], default="decode",
                    help="CPU only: decode-shaped linears as W @ x^T (cpu_linear.py), or plain F.linear")
     p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--vllm-on-cpu", action="store_true", default=os.environ.get("TERNFORGE_VLLM_ON_CPU") == "1",
+                   help="let --engine vllm start vLLM's CPU build on a CPU (bench/vllm_cpu.py; Llama models only)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's share of GPU memory")
     p.add_argument("--startup-budget", type=float, default=float(os.environ.get("TERNFORGE_STARTUP_BUDGET", str(STARTUP_LIMIT_S))),
                    help="seconds from launch to ready that the grader allows (vLLM's share is derived from it)")
@@ -92,6 +94,24 @@ def sampling_defaults(sub: Path, args: argparse.Namespace) -> dict[str, float]:
             raise SystemExit(f"{key} must be between {lo:g} and {hi:g}, got {value}")
         out[key] = value
     return out
+
+
+def context_length(sub: Path, args: argparse.Namespace) -> dict:
+    """Lower args.max_model_len to the model's max_position_embeddings when it is above it (vLLM refuses a
+    longer one; the built-in engine would run past the trained positions), so the controller and either
+    engine use one value. {requested, model, used}."""
+    from .engine_vllm import effective_max_model_len
+    from .loader import LoadError
+
+    requested = args.max_model_len
+    try:
+        used, model = effective_max_model_len(sub, requested)
+    except (LoadError, OSError, ValueError):
+        return {"requested": requested, "model": None, "used": requested}  # the loader names the fault
+    if used != requested:
+        _log(f"--max-model-len {requested} is above the model's max_position_embeddings {model}: serving {used}")
+    args.max_model_len = used
+    return {"requested": requested, "model": model, "used": used}
 
 
 def exec_child(argv: list[str]) -> int:
@@ -135,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = Path(args.dir).resolve()
     name = args.model_name or sub.name
     defaults = sampling_defaults(sub, args)
+    max_len = context_length(sub, args)
     state = ServerState(model_name=name, max_model_len=args.max_model_len,
                         default_max_tokens=args.default_max_tokens, body_timeout=args.body_timeout, **defaults)
     config = uvicorn.Config(build_app(state), host=args.host, port=args.port, log_level="warning",
@@ -143,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     children = Children()
     exit_code = {"code": 0}
     report: dict = {"submission": str(sub), "engine_requested": args.engine, "phases": {},
-                    "sampling_defaults": defaults}
+                    "sampling_defaults": defaults, "max_model_len": max_len}
     install_s = os.environ.get("TERNFORGE_INSTALL_SECONDS")
     if install_s:
         try:

@@ -7,15 +7,27 @@
      text model as a bf16 checkpoint: every non-exempt manifest tensor, W = (code - 1) * scale for packed ones,
      from shards whose sha256 matches the manifest, written tensor by tensor into one safetensors file (never
      the whole model in memory), under the source checkpoint's tensor names, with the source config.json
-     (vLLM 0.19.1 registers Qwen3_5ForConditionalGeneration only) and the tokenizer files; in /dev/shm when it
-     has room, else in the submission's tmp/;
-  3. vLLM's OpenAI server on it: loopback port, `--language-model-only` (no vision tower), no speculative
-     config (no MTP: its weights are exempt and not written), `--served-model-name`, `--max-model-len`,
-     `--gpu-memory-utilization`, `--generation-config vllm` (our requests name every sampling field);
-  4. once vLLM's /health answers, the temporary checkpoint is deleted.
+     (vLLM 0.19.1 registers Qwen3_5ForConditionalGeneration only; when the tied head is dropped the text
+     config's own `tie_word_embeddings` is written true, since vLLM reads the flag there, default False) and
+     the tokenizer files; in /dev/shm when it has room, else in the submission's tmp/, else (a read-only
+     submission) the system's temporary directory;
+  3. before that, the C toolchain Triton builds its kernel launchers with is checked (toolchain.py): a
+     compiler and the interpreter's headers, else VllmUnavailable at once instead of a failure minutes in;
+  4. vLLM's OpenAI server on it: loopback port, `--language-model-only` (no vision tower), no speculative
+     config (no MTP: its weights are exempt and not written), `--served-model-name`, `--max-model-len` (the
+     smaller of the flag and the model's max_position_embeddings, see effective_max_model_len),
+     `--gpu-memory-utilization`, `--generation-config vllm` (our requests name every sampling field),
+     `--gdn-prefill-backend triton` (on SM 9.0 vLLM 0.19.1 otherwise picks FlashInfer's Gated DeltaNet
+     prefill, JIT-compiled with nvcc from 34 .cu files on first use: no toolkit on the grading box, minutes
+     with one); its caches (vLLM, Triton, inductor, CUDA) and telemetry opt-out in one writable directory
+     (vllm_env);
+  5. once vLLM's /health answers, the temporary checkpoint is deleted.
 vLLM must be ready within its share of the start-up budget (budget - install - elapsed - 90 s, at least 60 s);
-otherwise it is stopped and VllmUnavailable says why. The controller talks to vLLM like to the built-in
-upstream (token ids in and out), so vLLM's reasoning parser is never involved and `content` is never null.
+otherwise it is stopped and VllmUnavailable says why. Any OSError on this path is a fallback too. The
+controller talks to vLLM like to the built-in upstream (token ids in and out), so vLLM's reasoning parser is
+never involved and `content` is never null.
+vLLM serves on a GPU only, unless `--vllm-on-cpu` (TERNFORGE_VLLM_ON_CPU=1) opts in: vLLM's CPU build runs
+Llama-architecture models, which bench/vllm_cpu.py uses to run this whole path on smol.
 """
 from __future__ import annotations
 
@@ -160,8 +172,42 @@ def export_bf16(sub: Path, out: Path, device: str = "cpu") -> dict:
     for p in sorted(sub.iterdir()):
         if p.is_file() and p.suffix in _CARRY_SUFFIXES and p.name not in _NOT_CARRIED:
             shutil.copyfile(p, out / p.name)
+    edits = write_config(sub, out / "config.json", tie)
     return {"tensors": len(plan), "bytes": offset, "tied_head": tie, "device": device, "shards": shards,
-            "phases": {"verify_sha256": round(t_verify, 3), "dequantize_write": round(time.perf_counter() - t0, 3)}}
+            "config_edits": edits, "phases": {"verify_sha256": round(t_verify, 3), "dequantize_write": round(time.perf_counter() - t0, 3)}}
+
+
+def write_config(sub: Path, target: Path, tie: bool) -> list[str]:
+    """The source config.json as `target`, with the head's tie stated where vLLM reads it: vLLM 0.19.1's
+    Qwen3_5ForCausalLM takes `tie_word_embeddings` from the text config (default False), so a flag only at
+    the top level builds an untied head that the export has no tensor for, and vLLM refuses to start. The
+    edits made, as 'key: old -> new' (none: the file is copied byte for byte)."""
+    raw = json.loads((sub / "config.json").read_text(encoding="utf-8"))
+    edits = []
+    text = raw.get("text_config")
+    if tie and isinstance(text, dict) and text.get("tie_word_embeddings") is not True:
+        edits.append(f"text_config.tie_word_embeddings: {json.dumps(text.get('tie_word_embeddings'))} -> true")
+        text["tie_word_embeddings"] = True
+    if tie and "text_config" not in raw and raw.get("tie_word_embeddings") is not True:
+        edits.append(f"tie_word_embeddings: {json.dumps(raw.get('tie_word_embeddings'))} -> true")
+        raw["tie_word_embeddings"] = True
+    if edits:
+        target.write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    else:
+        shutil.copyfile(sub / "config.json", target)
+    return edits
+
+
+def effective_max_model_len(sub: Path, requested: int) -> tuple[int, int | None]:
+    """(the context length to serve, the model's max_position_embeddings or None): the smaller of the two,
+    since vLLM refuses a --max-model-len above what the model's config allows."""
+    from .loader import read_config
+
+    config, _ = read_config(sub)
+    model = getattr(config, "max_position_embeddings", None)
+    if isinstance(model, int) and model > 0:
+        return min(requested, model), model
+    return requested, None
 
 
 def export_main(argv: list[str]) -> int:
@@ -182,9 +228,9 @@ def export_main(argv: list[str]) -> int:
     return 0
 
 
-def temp_root(sub: Path, need: int) -> Path:
-    """/dev/shm when it has room for `need` bytes plus 10%, else the submission's tmp/."""
-    shm = Path("/dev/shm")
+def temp_root(sub: Path, need: int, shm: Path = Path("/dev/shm")) -> Path:
+    """/dev/shm when it has room for `need` bytes plus 10%, else the submission's tmp/, else (the submission
+    is read-only) the system's temporary directory."""
     try:
         st = os.statvfs(shm)
         if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize > need * 1.1:
@@ -192,8 +238,52 @@ def temp_root(sub: Path, need: int) -> Path:
     except OSError:
         pass
     root = sub / "tmp"
-    root.mkdir(exist_ok=True)
-    return root
+    try:
+        root.mkdir(exist_ok=True)
+        probe = root / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return root
+    except OSError as e:
+        import tempfile
+
+        _log(f"the submission's tmp/ is not writable ({e.strerror or e}); the bf16 checkpoint goes to "
+             f"{tempfile.gettempdir()}")
+        return Path(tempfile.gettempdir())
+
+
+def cache_root(sub: Path) -> Path:
+    """The one writable directory for vLLM's, Triton's, inductor's and CUDA's caches: the submission's .cache/
+    when it is writable, else one under the system's temporary directory. Never $HOME."""
+    import tempfile
+
+    for root in (sub / ".cache", Path(tempfile.gettempdir()) / f"ternforge-cache-{os.getuid()}"):
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = root / f".write-probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+            return root
+        except OSError:
+            continue
+    raise VllmUnavailable("no writable directory for vLLM's caches (the submission and the temporary "
+                          "directory are read-only)")
+
+
+#: The caches vLLM's start-up writes (and where a shipped compile cache would be put), under cache_root.
+CACHE_ENV = {"VLLM_CACHE_ROOT": "vllm", "TRITON_CACHE_DIR": "triton", "TORCHINDUCTOR_CACHE_DIR": "inductor",
+             "CUDA_CACHE_PATH": "nv", "XDG_CACHE_HOME": "xdg"}
+#: No usage reports: the grading box is offline, and a submission phones nowhere.
+TELEMETRY_OFF = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_DO_NOT_TRACK": "1"}
+
+
+def vllm_env(base: dict, root: Path) -> dict:
+    """`base` with every cache of vLLM's start-up under `root` and telemetry off."""
+    env = dict(base)
+    for var, sub in CACHE_ENV.items():
+        env[var] = str(root / sub)
+    env.update(TELEMETRY_OFF)
+    return env
 
 
 # ------------------------------------------------------------------------------------------ starting vLLM
@@ -210,24 +300,32 @@ def vllm_share(budget_s: float, t_start: float) -> float:
 
 
 def vllm_command(model_dir: Path, name: str, port: int, args: Any) -> list[str]:
+    """vLLM's own argv. `args.max_model_len` is already the effective one (main applies
+    effective_max_model_len before anything starts, so the controller and vLLM agree)."""
     return [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(model_dir), "--served-model-name", name,
             "--host", "127.0.0.1", "--port", str(port),
             "--dtype", "bfloat16", "--max-model-len", str(args.max_model_len),
             "--gpu-memory-utilization", str(args.gpu_memory_utilization),
             "--max-num-seqs", str(args.max_batch or 64),
-            "--language-model-only", "--generation-config", "vllm"]
+            "--language-model-only", "--generation-config", "vllm",
+            "--gdn-prefill-backend", "triton"]
 
 
 def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budget_s: float,
-               t_start: float) -> tuple[Any, int, dict]:
-    """(process, port, report) of a healthy vLLM upstream, or VllmUnavailable."""
+               t_start: float, notes: dict) -> tuple[Any, int, dict]:
+    """(process, port, report) of a healthy vLLM upstream, or VllmUnavailable. What it found on the way (the
+    cache root, the toolchain, vLLM's argv) goes into `notes` as it is found, so a fallback's report has it."""
     from .serving import _child_env, free_port, wait_healthy
+    from .toolchain import ToolchainMissing, check_toolchain
 
     t0 = time.perf_counter()
+    caches = cache_root(sub)
+    notes["cache_root"] = str(caches)
+    env = vllm_env(_child_env(), caches)
     try:
         probe = subprocess.run([sys.executable, "-c", "import vllm, sys; sys.stdout.write(vllm.__version__)"],
-                               capture_output=True, text=True, timeout=180, env=_child_env())
+                               capture_output=True, text=True, timeout=180, env=env)
     except subprocess.TimeoutExpired:
         raise VllmUnavailable("`import vllm` took over 180 s") from None
     if probe.returncode != 0:
@@ -235,8 +333,15 @@ def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budg
         raise VllmUnavailable(f"vLLM cannot import: {last}")
     version = probe.stdout.strip()
     _log(f"vLLM {version} imports ({time.perf_counter() - t0:.1f} s)")
-    if device != "cuda":
-        raise VllmUnavailable("no GPU: vLLM serves on a GPU only")
+    if device != "cuda" and not getattr(args, "vllm_on_cpu", False):
+        raise VllmUnavailable("no GPU: vLLM serves on a GPU only (--vllm-on-cpu opts in to vLLM's CPU build)")
+    try:
+        toolchain = notes["toolchain"] = check_toolchain(env)
+    except ToolchainMissing as e:
+        notes["toolchain"] = {"missing": str(e)}
+        raise VllmUnavailable(f"Triton cannot build its kernel launchers here: {e}") from None
+    _log(f"C toolchain for Triton: {toolchain['cc']} with {toolchain['python_include']} "
+         f"({toolchain['seconds']} s)")
     share = vllm_share(budget_s, t_start)
     deadline = time.monotonic() + share
     _log(f"vLLM has {share:.0f} s to become ready")
@@ -248,7 +353,7 @@ def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budg
         t0 = time.perf_counter()
         # Through `children`, so a controller stopped meanwhile stops the export too.
         exp = children.spawn([sys.executable, "-m", "ternforge_server", "export-bf16", "--dir", str(sub),
-                              "--out", str(out), "--device", "cuda"], _child_env(),
+                              "--out", str(out), "--device", device], env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             stdout, stderr = exp.communicate(timeout=max(1.0, deadline - time.monotonic()))
@@ -275,14 +380,15 @@ def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budg
         _log(f"bf16 checkpoint: {exported['bytes'] / 2**30:.2f} GiB in {out} ({phases})")
         port = free_port()
         t0 = time.perf_counter()
-        proc = children.spawn(vllm_command(out, name, port, args), _child_env())
+        argv = notes["argv"] = vllm_command(out, name, port, args)
+        proc = children.spawn(argv, env)
         ok, why = wait_healthy(port, proc, max(1.0, deadline - time.monotonic()))
         if not ok:
             children.stop(proc)
             raise VllmUnavailable(f"vLLM {why}")
         phases["vllm_start"] = round(time.perf_counter() - t0, 3)
         return proc, port, {"vllm_version": version, "vllm_share_s": round(share, 1), "phases": phases,
-                            "shards": exported["shards"],
+                            "shards": exported["shards"], "config_edits": exported["config_edits"],
                             "bf16_checkpoint": {"bytes": exported["bytes"], "dir": str(out.parent)}}
     finally:
         if out is not None:

@@ -8,7 +8,7 @@ reasoning controller in front of it (`UpstreamEngine`, a client of the upstream'
     --engine vllm      vLLM's OpenAI server on a bf16 checkpoint dequantized from the audited shards
                        (engine_vllm.py); the built-in engine when vLLM is absent, cannot import, or is not
                        ready within its share of the start-up budget (logged, and named in the report)
-    --engine auto      vllm on a GPU, builtin on a CPU
+    --engine auto      vllm on a GPU, builtin on a CPU (vLLM on a CPU only with --vllm-on-cpu, for the bench)
 
 A build made for CUDA (torch.version.cuda set) that finds no usable GPU refuses to start (`check_gpu`):
 the 4B model in float32 on a CPU would answer /health and time out every request.
@@ -307,12 +307,14 @@ def build_serving(sub: Path, args: argparse.Namespace, children: Children, name:
         from .engine_vllm import VllmUnavailable, start_vllm
 
         try:
-            proc, port, vreport = start_vllm(sub, args, children, device, name, budget_s, t_start)
+            notes = report["vllm_path"] = {}
+            proc, port, vreport = start_vllm(sub, args, children, device, name, budget_s, t_start, notes)
             report.update(vreport)
             report["engine"] = "vllm"
-        except VllmUnavailable as e:
-            _log(f"vLLM not used: {e}; falling back to the built-in engine")
-            report["engine_fallback"] = {"from": "vllm", "reason": str(e)}
+        except (VllmUnavailable, OSError) as e:  # an OSError: a read-only or full disk, a missing file
+            why = str(e) if isinstance(e, VllmUnavailable) else f"{type(e).__name__}: {e}"
+            _log(f"vLLM not used: {why}; falling back to the built-in engine")
+            report["engine_fallback"] = {"from": "vllm", "reason": why}
     if proc is None:
         report_dir = Path(args.startup_report).parent if args.startup_report else Path(sub)
         if not os.access(report_dir, os.W_OK):

@@ -233,7 +233,7 @@ class ServerProcess:
     """`python -m ternforge_server` on the fixture, as a real child process; stderr kept in a file."""
 
     def __init__(self, sub: Path, log_path: Path, *extra: str, port: int | None = None,
-                 extra_env: dict | None = None) -> None:
+                 extra_env: dict | None = None, prefix: list[str] | None = None) -> None:
         import subprocess
         import sys
 
@@ -246,7 +246,7 @@ class ServerProcess:
         env.update(extra_env or {})  # the caller's additions win
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ternforge_server", "--dir", str(sub), "--device", "cpu",
+            [*(prefix or []), sys.executable, "-m", "ternforge_server", "--dir", str(sub), "--device", "cpu",
              "--startup-report", str(self.report_path), *extra],
             stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
@@ -292,3 +292,33 @@ def http(url: str, body: object | bytes | None = None, method: str | None = None
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+FAKE_VLLM_SERVER = """
+# A stand-in for vLLM's OpenAI server (tests only): records what the controller started it with, then exits 1
+# as a vLLM that failed its start-up would, so the controller falls back to the built-in engine.
+import json, os, sys
+argv = sys.argv[1:]
+model = argv[argv.index("--model") + 1]
+names = ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "XDG_CACHE_HOME",
+         "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK", "HF_HUB_OFFLINE")
+record = {"argv": argv, "env": {k: os.environ.get(k) for k in names},
+          "config": json.load(open(os.path.join(model, "config.json"))), "files": sorted(os.listdir(model))}
+with open(os.environ["TERNFORGE_TEST_FAKE_VLLM_OUT"], "w") as f:
+    json.dump(record, f)
+sys.stderr.write("fake vLLM: recorded the start-up, exiting 1\\n")
+sys.exit(1)
+"""
+
+
+def fake_vllm(site: Path) -> Path:
+    """A `vllm` package that imports (version 0.19.1) and whose OpenAI server records its argv, environment
+    and the checkpoint's config.json in $TERNFORGE_TEST_FAKE_VLLM_OUT, then exits 1. Returns `site`, for
+    PYTHONPATH."""
+    pkg = site / "vllm"
+    (pkg / "entrypoints" / "openai").mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text('__version__ = "0.19.1"\n')
+    (pkg / "entrypoints" / "__init__.py").write_text("")
+    (pkg / "entrypoints" / "openai" / "__init__.py").write_text("")
+    (pkg / "entrypoints" / "openai" / "api_server.py").write_text(FAKE_VLLM_SERVER)
+    return site

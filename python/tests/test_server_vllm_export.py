@@ -97,6 +97,8 @@ def test_vllm_command_is_text_only_loopback_without_speculation() -> None:
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("--port") + 1] == "41234"
     assert cmd[cmd.index("--max-model-len") + 1] == "16384" and cmd[cmd.index("--served-model-name") + 1] == "qwen"
     assert not any("specul" in c or "mtp" in c.lower() for c in cmd)
+    # FlashInfer's Gated DeltaNet prefill (vLLM 0.19.1's pick on SM 9.0) is JIT-built with nvcc: never used.
+    assert cmd[cmd.index("--gdn-prefill-backend") + 1] == "triton"
     import time
 
     os.environ["TERNFORGE_INSTALL_SECONDS"] = "40"
@@ -106,3 +108,48 @@ def test_vllm_command_is_text_only_loopback_without_speculation() -> None:
         assert vllm_share(300, now - 200) == 60  # never below a minute
     finally:
         del os.environ["TERNFORGE_INSTALL_SECONDS"]
+
+
+def test_export_states_the_tie_in_the_text_config_where_vllm_reads_it(sub: Path, tmp_path: Path) -> None:
+    """tiny's generated config has tie_word_embeddings only at the top level; vLLM 0.19.1's
+    Qwen3_5ForCausalLM reads it from the text config (hf_config.get_text_config(), default False), builds an
+    untied head the export has no tensor for, and refuses to start. Read here the way vLLM reads it."""
+    import shutil
+
+    from transformers import AutoConfig
+
+    top_only = tmp_path / "top-only"
+    shutil.copytree(sub, top_only)
+    raw = json.loads((top_only / "config.json").read_text())
+    del raw["text_config"]["tie_word_embeddings"]
+    (top_only / "config.json").write_text(json.dumps(raw, indent=2))
+    assert AutoConfig.from_pretrained(str(top_only)).get_text_config().tie_word_embeddings is False  # the fault
+
+    out = tmp_path / "bf16"
+    r = _export(top_only, out)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    assert rep["tied_head"] is True
+    assert rep["config_edits"] == ["text_config.tie_word_embeddings: null -> true"]
+    assert AutoConfig.from_pretrained(str(out)).get_text_config().tie_word_embeddings is True
+    written = json.loads((out / "config.json").read_text())
+    assert {k: v for k, v in written.items() if k != "text_config"} == \
+        {k: v for k, v in raw.items() if k != "text_config"}  # nothing else changed
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model.safetensors"), framework="pt") as f:
+        assert not any(k.endswith("lm_head.weight") for k in f.keys())
+
+
+def test_temp_root_is_shm_then_the_submission_then_the_system_tmp(tmp_path: Path) -> None:
+    import tempfile
+
+    from ternforge_server.engine_vllm import temp_root
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    assert temp_root(sub, 1, shm=tmp_path) == tmp_path
+    assert temp_root(sub, 1 << 60, shm=tmp_path) == sub / "tmp"  # no file system has an exbibyte free
+    (sub / "tmp").rmdir()
+    (sub / "tmp").write_text("a file where the directory would go")
+    assert temp_root(sub, 1 << 60, shm=tmp_path) == Path(tempfile.gettempdir())

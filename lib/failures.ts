@@ -62,7 +62,11 @@ export type WheelsFailure =
   /** The profile wants one CUDA major; the resolved set carries another, or none. */
   | { reason: 'cuda-mismatch'; wanted: number; torch: string | null; cuda: CudaRecord | null }
   /** The offline install from wheels/ does not resolve: the requirements it misses, and each failed check's detail. */
-  | { reason: 'offline-install-unproven'; missing: string[]; checks: Record<string, string> };
+  | { reason: 'offline-install-unproven'; missing: string[]; checks: Record<string, string> }
+  /** The headers lock (python_headers) has no entry for the target's CPython, or is not what it must be. */
+  | { reason: 'python-headers-unpinned'; lock: string; python: string; detail: string }
+  /** The pinned headers package could not be downloaded, or is not the pinned bytes, or holds no headers. */
+  | { reason: 'python-headers-invalid'; url: string; detail: string };
 
 /** emit cannot assemble the submission. */
 export type AssemblyFailure =
@@ -124,7 +128,7 @@ const STAGE_REASONS: Readonly<Record<StageFailureReason, true>> = {
   'unexpected-tensor': true, 'missing-group-size': true, 'invalid-group-size': true, 'scale-shape-mismatch': true, 'invalid-ternary-value': true,
   'tied-head-present': true, 'invalid-source-checkpoint': true, 'invalid-source-config': true, 'requirements-unresolvable': true,
   'wheel-unavailable': true, 'wheel-hash-mismatch': true, 'tool-failed': true, 'cuda-unknown': true, 'cuda-mismatch': true,
-  'offline-install-unproven': true, 'submission-input-missing': true, 'submission-input-invalid': true, 'evidence-record-missing': true,
+  'offline-install-unproven': true, 'python-headers-unpinned': true, 'python-headers-invalid': true, 'submission-input-missing': true, 'submission-input-invalid': true, 'evidence-record-missing': true,
   'evidence-record-invalid': true, 'evidence-chain-broken': true, 'eval-question-invalid': true, 'eval-role-refused': true, 'sweep-invalid': true,
   'server-not-ready': true, 'provenance-violation': true, 'evidence-unverifiable': true, 'worker-refused': true, 'worker-result-invalid': true,
   'audit-gates-failed': true, 'smoke-not-run': true, 'smoke-gates-failed': true,
@@ -182,6 +186,10 @@ export function formatStageFailure(f: StageFailure): string {
     }
     case 'offline-install-unproven':
       return `an offline install from wheels/ does not resolve${f.missing.length > 0 ? `: missing ${f.missing.join(', ')}` : ''} (${Object.keys(f.checks).join(', ')} check failed)${factLines(f.checks)}`;
+    case 'python-headers-unpinned':
+      return `${f.lock} pins no headers for CPython ${f.python}: ${f.detail}`;
+    case 'python-headers-invalid':
+      return `the CPython headers package ${f.url}: ${f.detail}`;
     case 'submission-input-missing':
       return `missing ${f.path}: ${f.detail}`;
     case 'submission-input-invalid':

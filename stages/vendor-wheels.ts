@@ -10,8 +10,12 @@
  * nvidia-cuda-runtime wheel) is of another major version or absent; wheels.json records the runtime and
  * the oldest driver that runs it (lib/submission/cuda.ts).
  *
+ * With `python_headers` set it also vendors the target CPython's headers (lib/submission/python-headers.ts)
+ * into `toolchain/`: with the ziglang wheel of the requirements, the C toolchain Triton needs on a box
+ * without gcc or python3.X-dev.
+ *
  * Outputs: `wheels/*.whl`, `requirements-serve.lock.txt` (one exact pin per wheel with its sha256),
- * `wheels.json` (schemas/wheels-record.schema.json).
+ * `wheels.json` (schemas/wheels-record.schema.json), and `toolchain/` when python_headers is set.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -23,6 +27,7 @@ import { cudaOf, type CudaRecord } from '../lib/submission/cuda.ts';
 import { exec } from '../lib/submission/exec.ts';
 import { LOCK_WITH_HASHES, WHEELS_LOCK, WHEELS_RECORD } from '../lib/submission/layout.ts';
 import { pythonMinor, proveOfflineInstall } from '../lib/submission/wheel-proof.ts';
+import { vendorPythonHeaders, type ToolchainRecord } from '../lib/submission/python-headers.ts';
 import { abiTag, applyOverrides, ensureCached, lockText, resolveLock, vendorInto, wheelCacheDir, type WheelTarget } from '../lib/submission/wheels.ts';
 import type { VendorWheelsParams } from '../schemas/generated/vendor-wheels.ts';
 import type { WheelsRecord } from '../schemas/generated/wheels-record.ts';
@@ -42,9 +47,9 @@ function uvBeside(python: string): string {
 export const stage = defineStage<VendorWheelsParams>({
   name: 'vendor-wheels',
   summary: 'Resolve the serving requirements for the target platform, download the wheels, prove an offline install',
-  code: ['stages/vendor-wheels.ts', 'lib/submission/cuda.ts', 'lib/submission/wheels.ts', 'lib/submission/wheel-proof.ts', 'lib/submission/exec.ts', 'lib/submission/layout.ts'],
+  code: ['stages/vendor-wheels.ts', 'lib/submission/python-headers.ts', 'lib/submission/cuda.ts', 'lib/submission/wheels.ts', 'lib/submission/wheel-proof.ts', 'lib/submission/exec.ts', 'lib/submission/layout.ts'],
   schema: 'schemas/stages/vendor-wheels.schema.json',
-  inputs: (p) => [requirementsPath(p)],
+  inputs: (p) => [requirementsPath(p), ...(p.python_headers !== undefined ? [p.python_headers] : [])],
   tools: ['node', 'python'],
   network: true,
   async run(ctx) {
@@ -118,6 +123,14 @@ export const stage = defineStage<VendorWheelsParams>({
       return stageFailed(ctx.stage, { reason: 'offline-install-unproven', missing, checks: Object.fromEntries(failed.map((c) => [c.check, c.detail ?? ''])) });
     }
 
+    let toolchain: ToolchainRecord | null = null;
+    if (p.python_headers !== undefined) {
+      if (!pins.some((x) => x.name === 'ziglang')) ctx.log('WARNING: python_headers is set but the requirements have no ziglang wheel: the headers serve only a box that has a C compiler');
+      const headers = await vendorPythonHeaders({ lockPath: resolve(ctx.root, p.python_headers), lockName: p.python_headers, python: target.pythonVersion, outDir: ctx.out, cacheDir, signal: ctx.signal, log: (l) => ctx.log(l) });
+      if (!headers.ok) return stageFailed(ctx.stage, headers.error);
+      toolchain = headers.value;
+    }
+
     const record: WheelsRecord = {
       format: 'ternforge-wheels/1',
       target: { python_version: target.pythonVersion, platform: target.platform, implementation: 'cp', abi: abiTag(target.pythonVersion) },
@@ -142,6 +155,7 @@ export const stage = defineStage<VendorWheelsParams>({
         copied: vendored.value.copied,
         proof: proof.checks.map((c) => ({ check: c.check, status: c.status, ...(c.command !== undefined ? { command: c.command } : {}) })),
         proof_python: proofPython,
+        python_headers: toolchain === null ? null : { package: toolchain.python_headers.package, version: toolchain.python_headers.version, files: toolchain.python_headers.files, sha256: toolchain.python_headers.sha256 },
       },
     });
   },

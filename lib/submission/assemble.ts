@@ -45,8 +45,8 @@ export interface AssemblyStats {
 
 
 /** The file list a submission assembled from these sources must have, exactly. */
-export function expectedFiles(src: AssemblySources, manifest: QuantizationManifest, wheelFiles: readonly string[]): string[] {
-  const { SERVE_SH, REQUIREMENTS, MANIFEST, ARCHITECTURE, SERVER_DIR, SERVER_PACKAGE, CONTRACT, WHEELS_DIR, EVIDENCE_DIR } = submissionNames();
+export function expectedFiles(src: AssemblySources, manifest: QuantizationManifest, wheelFiles: readonly string[], toolchainFiles: readonly string[] = []): string[] {
+  const { SERVE_SH, REQUIREMENTS, MANIFEST, ARCHITECTURE, SERVER_DIR, SERVER_PACKAGE, CONTRACT, WHEELS_DIR, EVIDENCE_DIR, TOOLCHAIN_DIR } = submissionNames();
   const model = join(src.upstream('fetch-model'), 'model');
   const serverSrc = join(src.root, 'python', SERVER_PACKAGE);
   return [
@@ -59,6 +59,7 @@ export function expectedFiles(src: AssemblySources, manifest: QuantizationManife
     ...MODEL_FILES.filter((m) => existsSync(join(model, m.name))).map((m) => m.name),
     ...manifest.shards.map((s) => s.file),
     ...wheelFiles.map((w) => `${WHEELS_DIR}/${w}`),
+    ...toolchainFiles.map((f) => `${TOOLCHAIN_DIR}/${f}`),
     ...EVIDENCE_FILES.map((e) => `${EVIDENCE_DIR}/${e.name}`),
     `${EVIDENCE_DIR}/${STARTUP_BUDGET}`,
     `${EVIDENCE_DIR}/${STARTUP_BUDGET_MD}`,
@@ -85,7 +86,7 @@ export function listServerCode(dir: string): string[] {
  * files in pack's weights/; the result's file list is checked against `expectedFiles`.
  */
 export function assembleSubmission(src: AssemblySources, out: string, schemas: SchemaSet): Result<{ stats: AssemblyStats; files: string[]; budget: StartupBudget }, AssemblyFailure> {
-  const { SERVE_SH, REQUIREMENTS, MANIFEST, ARCHITECTURE, SERVER_DIR, SERVER_PACKAGE, CONTRACT, WEIGHTS_DIR, WHEELS_DIR, EVIDENCE_DIR } = submissionNames();
+  const { SERVE_SH, REQUIREMENTS, MANIFEST, ARCHITECTURE, SERVER_DIR, SERVER_PACKAGE, CONTRACT, WEIGHTS_DIR, WHEELS_DIR, EVIDENCE_DIR, TOOLCHAIN_DIR } = submissionNames();
   const stats: AssemblyStats = { files: 0, linked: 0, copied: 0, written: 0, bytes: 0, linkedBytes: 0 };
   const need = (path: string, detail: string): AssemblyFailure | null => (existsSync(path) ? null : { reason: 'submission-input-missing', path, detail });
   const link = (from: string, to: string): void => {
@@ -155,6 +156,9 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   for (const s of shards) link(join(packOut, s), join(out, s));
   for (const m of MODEL_FILES) if (existsSync(join(model, m.name))) link(join(model, m.name), join(out, m.name));
   for (const w of wheelFiles) link(join(wheelsOut, WHEELS_DIR, w), join(out, WHEELS_DIR, w));
+  // The C toolchain's headers (vendor-wheels' python_headers), when it made them: regular files only.
+  const toolchainFiles = existsSync(join(wheelsOut, TOOLCHAIN_DIR)) ? listFiles(join(wheelsOut, TOOLCHAIN_DIR)) : [];
+  for (const f of toolchainFiles) link(join(wheelsOut, TOOLCHAIN_DIR, f), join(out, TOOLCHAIN_DIR, f));
   for (const e of EVIDENCE_FILES) link(join(src.upstream(e.stage), e.path), join(out, EVIDENCE_DIR, e.name));
 
   const arch = architectureFor(out, manifest, src.sampling, src.sourceTensors);
@@ -177,7 +181,7 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   stats.written += 2;
 
   const files = listFiles(out);
-  const want = expectedFiles(src, manifest, wheelFiles);
+  const want = expectedFiles(src, manifest, wheelFiles, toolchainFiles);
   if (JSON.stringify(files) !== JSON.stringify(want)) throw new Error(`assembled ${JSON.stringify(files)}, expected ${JSON.stringify(want)}`);
   return ok({ stats, files, budget });
 }

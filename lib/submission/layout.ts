@@ -13,6 +13,8 @@
  *   wheels/*.whl                   from vendor-wheels
  *   evidence/audit.json, evidence/source.json, evidence/wheels.json
  *   evidence/startup-budget.json, .md   written by emit (lib/submission/startup-budget.ts)
+ *   toolchain/include/, toolchain/toolchain.json   the target CPython's headers, from vendor-wheels when the
+ *                                  profile sets python_headers (lib/submission/python-headers.ts)
  */
 
 import { contract } from '../contract.ts';
@@ -25,16 +27,17 @@ import { contract } from '../contract.ts';
  *   CONTRACT        schemas/contract.json's copy inside the server package, which the served box reads
  *   REQUIREMENTS    the locked requirements serve.sh installs, at the root
  *   MANIFEST, ARCHITECTURE, WEIGHTS_DIR, WHEELS_DIR, EVIDENCE_DIR
+ *   TOOLCHAIN_DIR   the C toolchain's non-wheel pieces (present only when vendor-wheels made them)
  */
 export function submissionNames(): {
   SERVE_SH: string; SERVER_DIR: string; SERVER_PACKAGE: string; CONTRACT: string; REQUIREMENTS: string;
-  MANIFEST: string; ARCHITECTURE: string; WEIGHTS_DIR: string; WHEELS_DIR: string; EVIDENCE_DIR: string;
+  MANIFEST: string; ARCHITECTURE: string; WEIGHTS_DIR: string; WHEELS_DIR: string; EVIDENCE_DIR: string; TOOLCHAIN_DIR: string;
 } {
   const s = contract().submission;
   return {
     SERVE_SH: s.entrypoint, SERVER_DIR: s.server_dir, SERVER_PACKAGE: s.server_package, CONTRACT: s.contract,
     REQUIREMENTS: s.requirements, MANIFEST: s.manifest, ARCHITECTURE: s.architecture, WEIGHTS_DIR: s.weights_dir,
-    WHEELS_DIR: s.wheels_dir, EVIDENCE_DIR: s.evidence_dir,
+    WHEELS_DIR: s.wheels_dir, EVIDENCE_DIR: s.evidence_dir, TOOLCHAIN_DIR: s.toolchain_dir,
   };
 }
 

@@ -317,7 +317,7 @@ def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budg
     """(process, port, report) of a healthy vLLM upstream, or VllmUnavailable. What it found on the way (the
     cache root, the toolchain, vLLM's argv) goes into `notes` as it is found, so a fallback's report has it."""
     from .serving import _child_env, free_port, wait_healthy
-    from .toolchain import ToolchainMissing, check_toolchain
+    from .toolchain import ToolchainMissing, resolve_toolchain
 
     t0 = time.perf_counter()
     caches = cache_root(sub)
@@ -336,12 +336,12 @@ def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budg
     if device != "cuda" and not getattr(args, "vllm_on_cpu", False):
         raise VllmUnavailable("no GPU: vLLM serves on a GPU only (--vllm-on-cpu opts in to vLLM's CPU build)")
     try:
-        toolchain = notes["toolchain"] = check_toolchain(env)
+        toolchain = notes["toolchain"] = resolve_toolchain(env, sub, caches)  # env gains CC if shipped
     except ToolchainMissing as e:
         notes["toolchain"] = {"missing": str(e)}
         raise VllmUnavailable(f"Triton cannot build its kernel launchers here: {e}") from None
-    _log(f"C toolchain for Triton: {toolchain['cc']} with {toolchain['python_include']} "
-         f"({toolchain['seconds']} s)")
+    _log(f"C toolchain for Triton ({toolchain['kind']}): {toolchain['cc']} ({toolchain['seconds']} s)"
+         + (f"; the box's own: {toolchain['system_missing']}" if toolchain["kind"] == "shipped" else ""))
     share = vllm_share(budget_s, t_start)
     deadline = time.monotonic() + share
     _log(f"vLLM has {share:.0f} s to become ready")

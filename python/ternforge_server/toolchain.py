@@ -6,12 +6,22 @@ every Gated DeltaNet kernel of vLLM and every torch.compile kernel goes through 
 neither gcc nor python3.12-dev, and vLLM would find out minutes into its start-up. `check_toolchain` compiles
 one file that includes Python.h, with the compiler Triton would pick and the flags it passes, in a fraction of
 a second, and says which piece is missing.
+
+When the box's own toolchain fails the check, `resolve_toolchain` uses the one the submission ships:
+vendor-wheels puts the CPython headers of the target's Python (a pinned distribution package, extracted into
+`toolchain/include/`, described by `toolchain/toolchain.json`) in the submission, and the serving lock has
+the `ziglang` wheel (Zig's clang, a C compiler as a Python package). A two-line `cc` script in the cache root
+runs `python -m ziglang cc` with the shipped headers after whatever `-I` Triton passes (a system Python.h,
+when there is one, wins), and CC points at it for vLLM and everything it starts.
 """
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import time
@@ -69,3 +79,60 @@ def check_toolchain(env: dict, timeout: float = 20.0) -> dict:
             last = (out.splitlines() or [f"exit code {r.returncode}"])[-1]
             raise ToolchainMissing(f"the C compiler {cc} cannot build a shared object: {last}")
     return {"cc": cc, "python_include": include, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+TOOLCHAIN_RECORD = "toolchain.json"
+
+
+def shipped_headers(sub: Path) -> tuple[Path, dict] | None:
+    """(the include root, the record) of the headers the submission ships for this interpreter, or None."""
+    from .contract import SUBMISSION
+
+    root = Path(sub) / SUBMISSION["toolchain_dir"]
+    try:
+        record = json.loads((root / TOOLCHAIN_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    headers = record.get("python_headers") or {}
+    if headers.get("python") != sysconfig.get_python_version():
+        return None
+    return root / headers.get("include_root", "include"), record
+
+
+def write_cc_wrapper(bin_dir: Path, include_root: Path) -> Path:
+    """`bin_dir/cc`: Zig's C compiler (the ziglang wheel, on this interpreter's path) with the shipped CPython
+    headers searched after every -I the caller passes."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    version = sysconfig.get_python_version()
+    flags = " ".join(f"-isystem {shlex.quote(str(d))}" for d in (include_root / f"python{version}", include_root))
+    cc = bin_dir / "cc"
+    tmp = bin_dir / f".cc.tmp-{os.getpid()}"
+    tmp.write_text("#!/bin/sh\n# Written by ternforge_server (toolchain.py): the shipped C toolchain for Triton's launchers.\n"
+                   f'exec {shlex.quote(sys.executable)} -m ziglang cc "$@" {flags}\n')
+    tmp.chmod(0o755)
+    os.replace(tmp, cc)
+    return cc
+
+
+def resolve_toolchain(env: dict, sub: Path, cache: Path) -> dict:
+    """The toolchain Triton will use under `env`: the box's own when it passes the check, else the shipped
+    one (env gains CC and Zig's cache directories). Raises ToolchainMissing naming both when neither works."""
+    try:
+        return {"kind": "system", **check_toolchain(env)}
+    except ToolchainMissing as e:
+        system = str(e)
+    found = shipped_headers(sub)
+    if found is None:
+        raise ToolchainMissing(f"{system}; and the submission ships no C toolchain for CPython "
+                               f"{sysconfig.get_python_version()}")
+    include_root, record = found
+    trial = dict(env)
+    trial["CC"] = str(write_cc_wrapper(cache / "bin", include_root))
+    trial["ZIG_GLOBAL_CACHE_DIR"] = str(cache / "zig")
+    trial["ZIG_LOCAL_CACHE_DIR"] = str(cache / "zig-local")
+    try:
+        got = check_toolchain(trial, timeout=120.0)  # Zig builds its libc stubs once, some seconds
+    except ToolchainMissing as e:
+        raise ToolchainMissing(f"{system}; and the shipped toolchain fails too: {e}") from None
+    env.update({k: trial[k] for k in ("CC", "ZIG_GLOBAL_CACHE_DIR", "ZIG_LOCAL_CACHE_DIR")})
+    return {"kind": "shipped", "system_missing": system, "headers": record.get("python_headers"), **got}

@@ -151,6 +151,10 @@ export interface Contract {
      * This file's name inside the server package of a submission (server_dir/server_package/contract).
      */
     contract: string;
+    /**
+     * The C toolchain's pieces that are not wheels (the target CPython's headers, toolchain.json), present when vendor-wheels was given python_headers; the server uses them when the box has no compiler or headers for Triton.
+     */
+    toolchain_dir: string;
   };
   /**
    * OpenAI's range for presence_penalty and frequency_penalty: what a request may send and what architecture.json's sampling_defaults may hold.

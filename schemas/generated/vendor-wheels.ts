@@ -33,6 +33,10 @@ export interface VendorWheelsParams {
    */
   cuda_major?: number;
   /**
+   * Repository-relative lock of the target CPython's headers (python/python-headers.json: a distribution package by URL, size and sha256 per CPython minor). Set: the headers of python_version are fetched, checked and extracted into toolchain/include/, and the submission ships them (with the ziglang wheel of the requirements, a C compiler for Triton on a box without one).
+   */
+  python_headers?: string;
+  /**
    * Interpreter of the target's version that runs pip's offline dry-run install (default: the workers' Python when its version matches, else python<X.Y> on PATH).
    */
   proof_python?: string;

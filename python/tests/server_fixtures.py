@@ -51,8 +51,9 @@ _CORPUS_WORDS = (
 ).split()
 
 
-def text_config_dict(vocab_size: int) -> dict:
-    """The text config, mirroring Qwen3.5-4B's fields at a tiny size (3:1 linear/full attention)."""
+def text_config_dict(vocab_size: int, max_positions: int = 262144) -> dict:
+    """The text config, mirroring Qwen3.5-4B's fields at a tiny size (3:1 linear/full attention); the context
+    (`max_positions`) is Qwen3.5-4B's own unless a test needs a model that allows less than the server's default."""
     return {
         "model_type": "qwen3_5_text",
         "vocab_size": vocab_size,
@@ -63,7 +64,7 @@ def text_config_dict(vocab_size: int) -> dict:
         "num_key_value_heads": 2,
         "head_dim": 32,
         "hidden_act": "silu",
-        "max_position_embeddings": 4096,
+        "max_position_embeddings": max_positions,
         "initializer_range": 0.02,
         "rms_norm_eps": 1e-6,
         "use_cache": True,
@@ -139,7 +140,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def build_submission(out_dir: str | os.PathLike, seed: int = 0) -> Path:
+def build_submission(out_dir: str | os.PathLike, seed: int = 0, max_positions: int = 262144) -> Path:
     """Write the fixture submission into out_dir (created); returns its path."""
     from safetensors.torch import save_file
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
@@ -149,7 +150,7 @@ def build_submission(out_dir: str | os.PathLike, seed: int = 0) -> Path:
     out = Path(out_dir)
     (out / "weights").mkdir(parents=True, exist_ok=True)
     vocab = build_tokenizer(out)
-    text_cfg = text_config_dict(vocab)
+    text_cfg = text_config_dict(vocab, max_positions)
     torch.manual_seed(seed)
     model = Qwen3_5ForCausalLM(Qwen3_5TextConfig(**{k: v for k, v in text_cfg.items() if k != "model_type"}))
     # Wider random weights than the default init: sharper logits, so greedy argmax has clear margins.

@@ -21,7 +21,7 @@ BWRAP = shutil.which("bwrap")
 
 @pytest.fixture(scope="module")
 def sub(tmp_path_factory) -> Path:
-    return build_submission(tmp_path_factory.mktemp("vllm-start") / "sub")
+    return build_submission(tmp_path_factory.mktemp("vllm-start") / "sub", max_positions=4096)
 
 
 def _start(sub: Path, tmp: Path, *extra: str, prefix: list[str] | None = None) -> tuple[dict, dict | None, str]:
@@ -47,7 +47,7 @@ def test_vllm_is_started_with_triton_gdn_prefill_the_models_context_and_local_ca
     argv = got["argv"]
     # 1. FlashInfer's GDN prefill is JIT-built with nvcc on SM 9.0: the Triton kernels are asked for by name.
     assert argv[argv.index("--gdn-prefill-backend") + 1] == "triton"
-    # 3. The fixture allows 4096 positions; 32768 (the default) would make vLLM refuse to start.
+    # 3. This fixture allows 4096 positions; 32768 (the default) would make vLLM refuse to start.
     assert argv[argv.index("--max-model-len") + 1] == "4096"
     assert report["max_model_len"] == {"requested": 32768, "model": 4096, "used": 4096}
     # 5. Every cache under one writable place the controller chose and recorded, no telemetry.

@@ -52,6 +52,8 @@ _gates = CONTRACT["gates"]
 TERNARY_FRACTION_MIN: float = float(_gates["ternary_fraction_min"])
 STORED_RATIO_MAX: float = float(_gates["stored_ratio_max"])
 STARTUP_LIMIT_S: float = float(_gates["startup_limit_s"])
+# Kept back from vLLM's share of the start-up limit for the built-in engine, should vLLM fail late.
+BUILTIN_RESERVE_S: float = float(CONTRACT["startup"]["builtin_reserve_s"])
 
 _packing = CONTRACT["packing"]
 CODE_BITS: int = _packing["code_bits"]

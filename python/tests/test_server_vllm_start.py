@@ -47,6 +47,8 @@ def test_vllm_is_started_with_triton_gdn_prefill_the_models_context_and_local_ca
     argv = got["argv"]
     # 1. FlashInfer's GDN prefill is JIT-built with nvcc on SM 9.0: the Triton kernels are asked for by name.
     assert argv[argv.index("--gdn-prefill-backend") + 1] == "triton"
+    # No torch.compile or CUDA graph capture: the start-up budget (README) counts eager mode only.
+    assert "--enforce-eager" in argv
     # 3. This fixture allows 4096 positions; 32768 (the default) would make vLLM refuse to start.
     assert argv[argv.index("--max-model-len") + 1] == "4096"
     assert report["max_model_len"] == {"requested": 32768, "model": 4096, "used": 4096}

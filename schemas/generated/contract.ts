@@ -49,6 +49,15 @@ export interface Contract {
     startup_limit_s: number;
   };
   /**
+   * How the server divides gate 4's seconds (the start-up budget in README and evidence/startup-budget.json counts the same).
+   */
+  startup: {
+    /**
+     * Seconds kept back from vLLM's share of the start-up limit for the built-in engine to load and warm up should vLLM fail late: twice bench/startup-rates.json's estimate builtin_fallback.
+     */
+    builtin_reserve_s: number;
+  };
+  /**
    * The 2-bit packing convention (DESIGN.md section 2): code c = t + code_offset, codes_per_byte codes per byte, least significant bits first, row-major.
    */
   packing: {

@@ -41,7 +41,10 @@ export interface StartupBudget {
   phases: {
     phase: string;
     seconds: number;
-    basis: 'measured' | 'estimated';
+    /**
+     * measured on the build machine, estimated from a cited source, or a reserve the server keeps back (schemas/contract.json).
+     */
+    basis: 'measured' | 'estimated' | 'reserve';
     /**
      * How the seconds follow from the facts and a measured rate, or from the cited source.
      */

@@ -9,14 +9,14 @@
  * byte for byte, and unpacked with Debian's own `dpkg-deb`; only `usr/include/` is kept, and only regular
  * files and directories (a link in the package is refused: nothing in the submission may point outside it).
  */
-import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { prettyJson } from '../../engine/digest.ts';
+import { prettyJson, sha256 } from '../../engine/digest.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { WheelsFailure } from '../failures.ts';
 import { exec } from './exec.ts';
 import { submissionNames } from './layout.ts';
+import { sha256File } from './wheels.ts';
 
 /** One package of the lock. */
 export interface HeadersPin {
@@ -55,15 +55,11 @@ export function readHeadersPin(lockPath: string, lockName: string, python: strin
   return ok(pin as HeadersPin);
 }
 
-function sha256Of(path: string): string {
-  return createHash('sha256').update(readFileSync(path)).digest('hex');
-}
-
 /** The package in the cache, downloaded and checked when absent (a wrong download is deleted, never kept). */
 async function cachedPackage(pin: HeadersPin, cacheDir: string, signal: AbortSignal | undefined, log: (l: string) => void): Promise<Result<string, WheelsFailure>> {
   const dir = join(cacheDir, 'python-headers');
   const file = join(dir, `${pin.sha256}.deb`);
-  if (existsSync(file) && sha256Of(file) === pin.sha256) return ok(file);
+  if (existsSync(file) && (await sha256File(file)) === pin.sha256) return ok(file);
   mkdirSync(dir, { recursive: true });
   const partial = `${file}.partial-${process.pid}`;
   const invalid = (detail: string): Result<string, WheelsFailure> => {
@@ -81,7 +77,7 @@ async function cachedPackage(pin: HeadersPin, cacheDir: string, signal: AbortSig
     return invalid(`download failed: ${(e as Error).message}`);
   }
   if (bytes.length !== pin.size) return invalid(`${bytes.length} bytes, pinned ${pin.size}`);
-  const got = createHash('sha256').update(bytes).digest('hex');
+  const got = sha256(bytes);
   if (got !== pin.sha256) return invalid(`sha256 ${got}, pinned ${pin.sha256}`);
   writeFileSync(partial, bytes);
   renameSync(partial, file);

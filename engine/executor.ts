@@ -78,7 +78,7 @@ export async function runStages(s: Session, o: RunOptions): Promise<RunResult> {
     }
     if (hit !== null) {
       pointOutputs(s.ws, s.profile.name, stage, s.ws.storeDir(stage, hit.outputDigest));
-      writeEvidence(s.ws, s.profile.name, stage, hit.record);
+      writeEvidence(s.ws, s.profile.name, stage, restoredRecord(hit.record as EvidenceRecord, s.profile.name));
       s.lock.set(stage, { key: ev.key, keyData: ev.keyData as EvidenceRecord['keyData'], outputDigest: hit.outputDigest, outputMode: 'content' });
       digests.set(stage, hit.outputDigest as OutputDigest);
       reports.push({ stage, action: 'restored', reasons: ev.reasons, stageMs: 0 });
@@ -96,6 +96,16 @@ export async function runStages(s: Session, o: RunOptions): Promise<RunResult> {
     o.note(`ran       ${stage} (${(ran.value.stageMs / 1000).toFixed(2)} s)`);
   }
   return { reports, failure: null };
+}
+
+/**
+ * The record a run-cache hit leaves in this profile: the producing run's record (same key, same bytes),
+ * naming this profile, with the profile that ran it and when it was restored. A record restored twice
+ * keeps the profile that really ran it.
+ */
+export function restoredRecord(cached: EvidenceRecord, profile: string): EvidenceRecord {
+  const ranIn = cached.restoredFrom?.profile ?? cached.profile;
+  return { ...cached, profile, restoredFrom: { profile: ranIn, restoredAt: new Date().toISOString() } };
 }
 
 type RunOne = Result<{ digest: OutputDigest; stageMs: number }, { failure: Failure; stageMs: number }>;

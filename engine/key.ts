@@ -87,6 +87,8 @@ export interface KeyInputs {
   def: StageDef<unknown>;
   params: { [key: string]: JsonValue };
   root: string;
+  /** The profile's name: enters the key only for a stage that names it in its outputs (StageDef.namesProfile). */
+  profile: string;
   /** Where `facts` may cache probes (`<workdir>/.ternforge/cache`). */
   cacheDir: string;
   hasher: FileHasher;
@@ -106,6 +108,7 @@ export async function computeKeyData(k: KeyInputs): Promise<Result<StageKeyData,
   const tools: Partial<Record<Tool, string>> = {};
   for (const t of [...(k.def.tools ?? [])].sort()) tools[t] = k.toolVersions[t] ?? 'absent';
   const facts = k.def.facts === undefined ? {} : await k.def.facts(k.params, k.root, k.cacheDir);
+  if (k.def.namesProfile === true) facts.profile = k.profile;
   const data: StageKeyData = { format: ENGINE_FORMAT, stage, code: code.value, params: k.params, inputs: inputs.value, upstream: { ...k.upstream }, tools, facts };
   if (k.pins !== undefined) data.pins = k.pins;
   return ok(data);

@@ -171,6 +171,7 @@ export class Session {
     const keyData = await computeKeyData({
       def: this.def(stage),
       params: this.profile.sections[stage] as { [key: string]: JsonValue },
+      profile: this.profile.name,
       root: this.root,
       cacheDir: this.ws.factsCache,
       hasher: this.hasher,

@@ -112,6 +112,12 @@ export interface StageDef<P = unknown> {
    * may keep a costly probe's answer across runs, for as long as the stage can tell it still holds.
    */
   facts?(params: P, root: string, cacheDir: string): Promise<Record<string, string>>;
+  /**
+   * The stage writes this profile's name, or this profile's evidence records, into its outputs (report):
+   * the profile's name then enters the key as `facts.profile`, so its outputs are never restored from
+   * another profile's run. Other stages' keys leave the profile out, and a hit across profiles is right.
+   */
+  readonly namesProfile?: boolean;
   /** See OutputMode. Default `content`. */
   readonly outputs?: OutputMode;
   /**

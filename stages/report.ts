@@ -24,6 +24,8 @@ export const stage = defineStage<ReportParams>({
   code: ['stages/report.ts', 'lib/report', 'lib/submission/wheels.ts', 'schemas/evidence-guide.schema.json', 'schemas/evidence-record.schema.json', 'pipeline.ts'],
   schema: 'schemas/stages/report.schema.json',
   tools: ['node'],
+  // It copies this profile's records and names the profile in the guide and the HTML.
+  namesProfile: true,
   async run(ctx) {
     const built = await buildReport({
       profile: ctx.profile,

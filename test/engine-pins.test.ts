@@ -45,7 +45,7 @@ describe('pins', () => {
   test('computeKeyData leaves `pins` out unless given, and a lock entry changes the key', async () => {
     const def: StageDef<unknown> = { name: 'x', summary: 'x', code: [], schema: 'none', run: async () => ({ ok: true, value: {} }) };
     const hasher = new FileHasher(join(rig.base, 'hash-cache.json'), engineSchemaSet());
-    const base = { def, params: { a: 1 }, root: rig.root, cacheDir: join(rig.base, 'cache'), hasher, upstream: {}, toolVersions: {} };
+    const base = { def, params: { a: 1 }, profile: 'p', root: rig.root, cacheDir: join(rig.base, 'cache'), hasher, upstream: {}, toolVersions: {} };
     const plain = await computeKeyData(base);
     const withPins = await computeKeyData({ ...base, pins: { m: { request: { name: 'm', kind: 'toy', repo: 'r', ref: 'main' }, commit: C1, files: {} } } });
     await hasher.close();

@@ -5,7 +5,7 @@
  *
  * Declared volatile (VOLATILE):
  *  - record fields: startedAt, endedAt, host, command (argv: holds the workdir), log (lines carry durations,
- *    ports and temp paths);
+ *    ports and temp paths), restoredFrom (whether this build ran a stage or restored it from the run cache);
  *  - JSON keys anywhere: timestamps and durations (`*_s`, `*_ms`, `*Ms`, `since`, `phases`, `tokens_per_s`),
  *    what a live process or the host decides (`environment`, `log_tail`, `probes`, `failures`, `published`,
  *    `cache`);
@@ -22,7 +22,7 @@ import { basename, join, relative } from 'node:path';
 import { VOLATILE_BEGIN, VOLATILE_END } from './html.ts';
 
 export const VOLATILE = {
-  recordFields: ['startedAt', 'endedAt', 'host', 'command', 'log'],
+  recordFields: ['startedAt', 'endedAt', 'host', 'command', 'log', 'restoredFrom'],
   jsonKeys: ['since', 'phases', 'tokens_per_s', 'environment', 'log_tail', 'probes', 'failures', 'published', 'cache'],
   jsonKeyPattern: /(_s|_ms|Ms)$/,
   wholeFiles: ['serve.log'],

@@ -66,6 +66,16 @@ export interface EvidenceRecord {
    * The stage's own figures (StageOutcome.summary).
    */
   summary: {};
+  /**
+   * Present when this profile's outputs were restored from the run cache (same key, same bytes) instead of run: the profile whose run produced them (command, log, startedAt, endedAt and host are that run's) and when they were restored here (not reproducible).
+   */
+  restoredFrom?: {
+    profile: string;
+    /**
+     * ISO time (not reproducible).
+     */
+    restoredAt: string;
+  };
 }
 /**
  * Code files and digests, params, input digests, upstream output digests and tool versions: the whole key.

@@ -320,7 +320,8 @@ describe('report on tiny', () => {
       tensors: { count: number; per_tensor: Record<string, { rel_frobenius: number; zero_share: number }> };
       loader: { shards: Array<{ file: string; sha256: string }> };
     };
-    const section = html.slice(html.indexOf('<h2>Quality'), html.indexOf('<h2>Self-check'));
+    const start = html.indexOf('<h2>Quality');
+    const section = html.slice(start, html.indexOf('<h2>', start + 1));
     const t = tables(section);
     expect(t.map((x) => x.cls)).toEqual(['quality-summary', 'quality-shards', 'quality-kinds']);
     // Summary first: the perplexity ratio is its first row, then the two perplexities.

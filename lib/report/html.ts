@@ -1,7 +1,8 @@
 /**
  * evidence/report.html: one self-contained page (inline CSS and SVG, no scripts, no external resource):
- * the stage graph, gate margins, per-tensor reconstruction error and share of zeros, quality numbers,
- * self-check (smoke) timings, eval results, the provenance proof and the record chain.
+ * the stage graph, gate margins, quality numbers (summary first, then per tensor kind), per-tensor
+ * reconstruction error and share of zeros, self-check (smoke) timings, eval results, the provenance
+ * proof and the record chain.
  *
  * Everything that is measured on a live process or names a time (smoke timings, start and end of runs)
  * sits between `<!-- volatile:begin -->` and `<!-- volatile:end -->`, so the reproducibility check can
@@ -80,6 +81,10 @@ export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEv
     parts.push(`<table><tr><th>gate</th><th>result</th><th>value</th><th>margin</th></tr>${rows.map(([g, pass, value, margin]) => `<tr><td>${esc(g)}</td><td>${mark(pass)}</td><td>${esc(value)}</td><td>${esc(margin)}</td></tr>`).join('')}</table>`);
   } else parts.push(placeholderNote('audit', ev));
 
+  // Quality
+  parts.push('<h2>Quality (held-out, from the packed shards)</h2>');
+  parts.push(quality !== null ? qualitySection(quality, { begin: VOLATILE_BEGIN, end: VOLATILE_END }) : placeholderNote('quality', ev));
+
   // Per-tensor plots
   parts.push('<h2>Per-tensor reconstruction error and share of zeros</h2>');
   const tern = Object.entries(qr?.tensors ?? {}).filter(([, t]) => typeof t.rel_error === 'number' || typeof t.zero_fraction === 'number');
@@ -93,10 +98,6 @@ export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEv
     const floats = Object.entries(qr?.tensors ?? {}).filter(([, t]) => t.encoding === 'float').length;
     parts.push(`<p class="note">${tern.length} ternary tensor(s) plotted; ${floats} tensor(s) kept in float.</p>`);
   } else parts.push(placeholderNote('quantize', ev));
-
-  // Quality
-  parts.push('<h2>Quality (held-out, from the packed shards)</h2>');
-  parts.push(quality !== null ? qualitySection(quality, { begin: VOLATILE_BEGIN, end: VOLATILE_END }) : placeholderNote('quality', ev));
 
   // Smoke
   parts.push('<h2>Self-check (smoke-serve): gates 4-6 and timings</h2>');

@@ -131,7 +131,8 @@ export function qualitySection(q: QualityReport, volatile: { begin: string; end:
   // Timings: volatile.
   const phases = isObject(loader.phases) ? Object.entries(loader.phases).filter(([, v]) => num(v) !== null) : [];
   if (num(doc.seconds) !== null || phases.length > 0) {
-    parts.push(`${volatile.begin}<p class="note">Measured in ${num(doc.seconds) !== null ? `${fmtNum(num(doc.seconds)!)} s` : '?'}${phases.length > 0 ? `; loader phases ${phases.map(([k, v]) => `${esc(k)} ${fmtNum(v as number)} s`).join(', ')}` : ''}.</p>${volatile.end}`);
+    // As the worker rounded them.
+    parts.push(`${volatile.begin}<p class="note">Measured in ${num(doc.seconds) !== null ? `${esc(doc.seconds)} s` : '?'}${phases.length > 0 ? `; loader phases ${phases.map(([k, v]) => `${esc(k)} ${esc(v)} s`).join(', ')}` : ''}.</p>${volatile.end}`);
   }
 
   // 3. Per tensor kind.

@@ -1,7 +1,8 @@
 /**
  * evidence/report.html: one self-contained page (inline CSS and SVG, no scripts, no external resource):
- * the stage graph, gate margins, per-tensor reconstruction error and share of zeros, quality numbers,
- * self-check (smoke) timings, eval results, the provenance proof and the record chain.
+ * the stage graph, gate margins, quality numbers (summary first, then per tensor kind), per-tensor
+ * reconstruction error and share of zeros, self-check (smoke) timings, eval results, the provenance
+ * proof and the record chain.
  *
  * Everything that is measured on a live process or names a time (smoke timings, start and end of runs)
  * sits between `<!-- volatile:begin -->` and `<!-- volatile:end -->`, so the reproducibility check can
@@ -11,6 +12,7 @@ import type { Graph } from '../../engine/graph.ts';
 import type { EvidenceGuide } from '../../schemas/generated/evidence-guide.ts';
 import { EVIDENCE_FILES, type EvidenceFiles } from './evidence-files.ts';
 import type { StageEvidence } from './records.ts';
+import { qualitySection } from './quality.ts';
 import { barChart, dotPlot, esc, graphSvg } from './svg.ts';
 
 export const VOLATILE_BEGIN = '<!-- volatile:begin -->';
@@ -19,8 +21,10 @@ export const VOLATILE_END = '<!-- volatile:end -->';
 const CSS = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1200px;color:#1d2330;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d8dde6;padding-bottom:4px}
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #d8dde6;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f2f4f8}
-code{font:12px ui-monospace,Menlo,monospace;background:#f2f4f8;padding:0 3px;border-radius:3px}
+table{border-collapse:collapse;margin:6px 0;max-width:100%}td,th{border:1px solid #d8dde6;padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}th{background:#f2f4f8}
+table.quality-summary,table.quality-shards,table.quality-kinds,table.quality-other{width:100%;table-layout:fixed}table.quality-kinds td:nth-child(n+2){font-variant-numeric:tabular-nums}
+h3{font-size:15px;margin:18px 0 6px}
+code{font:12px ui-monospace,Menlo,monospace;background:#f2f4f8;padding:0 3px;border-radius:3px;overflow-wrap:anywhere}code.digest{word-break:break-all}
 .pass{color:#11702c;font-weight:600}.fail{color:#b3261e;font-weight:600}.na{color:#8a6d00;font-weight:600}
 .note{color:#5b6475}
 svg{max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif;fill:#1d2330}svg .ttl{font-weight:600;font-size:12px}svg .val{fill:#5b6475}
@@ -33,27 +37,9 @@ svg .g0{fill:#4f7bd9}svg .g1{fill:#d9534f}svg .g2{fill:#2e9e5b}svg .g3{fill:#c69
 
 const mark = (p: boolean | null): string => (p === true ? '<span class="pass">pass</span>' : p === false ? '<span class="fail">FAIL</span>' : '<span class="na">not shown</span>');
 
-/** Scalar leaves of a JSON value as (path, value) rows, depth- and count-limited. */
-function leaves(v: unknown, prefix = '', out: Array<[string, string]> = [], depth = 0): Array<[string, string]> {
-  if (out.length >= 80) return out;
-  if (v === null || typeof v !== 'object') {
-    out.push([prefix || '(value)', typeof v === 'number' ? String(Number.isInteger(v) ? v : Number(v.toPrecision(6))) : String(v)]);
-  } else if (Array.isArray(v)) {
-    if (v.every((x) => x === null || typeof x !== 'object') && v.length <= 12) out.push([prefix, JSON.stringify(v)]);
-    else if (depth < 3) v.slice(0, 20).forEach((x, i) => leaves(x, `${prefix}[${i}]`, out, depth + 1));
-  } else if (depth < 4) {
-    for (const [k, x] of Object.entries(v)) leaves(x, prefix ? `${prefix}.${k}` : k, out, depth + 1);
-  }
-  return out;
-}
-
 /** A table with a header row; every cell escaped. */
 function htmlTable(head: readonly string[], rows: ReadonlyArray<ReadonlyArray<string | number>>): string {
   return `<table><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr>${rows.map((r) => `<tr>${r.map((c) => `<td>${esc(c)}</td>`).join('')}</tr>`).join('')}</table>`;
-}
-
-function kvTable(rows: Array<[string, string]>): string {
-  return `<table>${rows.map(([k, v]) => `<tr><td><code>${esc(k)}</code></td><td>${esc(v)}</td></tr>`).join('')}</table>`;
 }
 
 function placeholderNote(stage: string, ev: Map<string, StageEvidence>): string {
@@ -95,6 +81,10 @@ export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEv
     parts.push(`<table><tr><th>gate</th><th>result</th><th>value</th><th>margin</th></tr>${rows.map(([g, pass, value, margin]) => `<tr><td>${esc(g)}</td><td>${mark(pass)}</td><td>${esc(value)}</td><td>${esc(margin)}</td></tr>`).join('')}</table>`);
   } else parts.push(placeholderNote('audit', ev));
 
+  // Quality
+  parts.push('<h2>Quality (held-out, from the packed shards)</h2>');
+  parts.push(quality !== null ? qualitySection(quality, { begin: VOLATILE_BEGIN, end: VOLATILE_END }) : placeholderNote('quality', ev));
+
   // Per-tensor plots
   parts.push('<h2>Per-tensor reconstruction error and share of zeros</h2>');
   const tern = Object.entries(qr?.tensors ?? {}).filter(([, t]) => typeof t.rel_error === 'number' || typeof t.zero_fraction === 'number');
@@ -108,10 +98,6 @@ export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEv
     const floats = Object.entries(qr?.tensors ?? {}).filter(([, t]) => t.encoding === 'float').length;
     parts.push(`<p class="note">${tern.length} ternary tensor(s) plotted; ${floats} tensor(s) kept in float.</p>`);
   } else parts.push(placeholderNote('quantize', ev));
-
-  // Quality
-  parts.push('<h2>Quality (held-out, from the packed shards)</h2>');
-  parts.push(quality !== null ? kvTable(leaves(quality)) : placeholderNote('quality', ev));
 
   // Smoke
   parts.push('<h2>Self-check (smoke-serve): gates 4-6 and timings</h2>');

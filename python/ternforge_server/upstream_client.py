@@ -182,43 +182,28 @@ class UpstreamEngine:
     async def _pump(self, stream: UpstreamStream, body: dict, stops: set[int], deadline: float | None) -> None:
         self.open_streams += 1
         events = stream_sse(self.host, self.port, "/v1/completions", body)
+        loop = asyncio.get_running_loop()
+        # One timeout for the whole stream. Not asyncio.wait_for per event: on Python 3.11 it loses a cancel()
+        # that lands while the event it awaits completes, and the row then decodes to its end upstream for a
+        # client long gone (1 in 3 disconnects at load 5 on 2 cores). cancel() is also checked per event.
+        when = None if deadline is None else loop.time() + max(0.0, deadline - time.monotonic())
         try:
-            while True:
-                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    ev = await asyncio.wait_for(events.__anext__(), timeout)
-                except StopAsyncIteration:
-                    stream._finish("error", error="the upstream ended the stream without a finish reason")
-                    return
-                except asyncio.TimeoutError:
-                    stream._finish("deadline")
-                    return
-                if "error" in ev:
-                    stream._finish("error", error=str(ev["error"]))
-                    return
-                for choice in ev.get("choices") or []:
-                    for t in choice.get("token_ids") or []:
-                        t = int(t)
-                        if t in stops:  # vLLM includes the stop token in token_ids; the built-in upstream does not
-                            stream._finish("stop", stop_token=t)
-                            return
-                        stream._push(t)
-                    reason = choice.get("finish_reason")
-                    if reason in ("stop", "length"):
-                        stop_token = choice.get("stop_reason")
-                        stream._finish(reason, stop_token=stop_token if isinstance(stop_token, int) else None)
+            async with asyncio.timeout_at(when):
+                async for ev in events:
+                    if stream.cancelled:
+                        stream._finish("cancelled")
                         return
-                    if reason:  # "error", "abort", ...
-                        stream._finish("error", error=f"the {self.label} ended the request: {reason}")
+                    if self._take(stream, ev, stops):
                         return
+            stream._finish("error", error="the upstream ended the stream without a finish reason")
+        except TimeoutError:
+            stream._finish("deadline")
         except asyncio.CancelledError:
             stream._finish("cancelled")
         except UpstreamError as e:
             if e.status == 503:
                 stream.overloaded = f"the {self.label} is overloaded"
-                stream._finish("error", error=str(e))
-            else:
-                stream._finish("error", error=str(e))
+            stream._finish("error", error=str(e))
         except Exception as e:  # connection refused or reset: the upstream died
             stream._finish("error", error=f"{self.label} unreachable: {e!r}")
         finally:
@@ -227,6 +212,28 @@ class UpstreamEngine:
                 await asyncio.shield(events.aclose())
             except BaseException:
                 pass
+
+    def _take(self, stream: UpstreamStream, ev: dict, stops: set[int]) -> bool:
+        """Feed one upstream event into the stream; True when it finished the request."""
+        if "error" in ev:
+            stream._finish("error", error=str(ev["error"]))
+            return True
+        for choice in ev.get("choices") or []:
+            for t in choice.get("token_ids") or []:
+                t = int(t)
+                if t in stops:  # vLLM includes the stop token in token_ids; the built-in upstream does not
+                    stream._finish("stop", stop_token=t)
+                    return True
+                stream._push(t)
+            reason = choice.get("finish_reason")
+            if reason in ("stop", "length"):
+                stop_token = choice.get("stop_reason")
+                stream._finish(reason, stop_token=stop_token if isinstance(stop_token, int) else None)
+                return True
+            if reason:  # "error", "abort", ...
+                stream._finish("error", error=f"the {self.label} ended the request: {reason}")
+                return True
+        return False
 
     async def ping(self, timeout: float = 2.0) -> bool:
         try:

@@ -136,6 +136,7 @@ def test_client_disconnecting_mid_stream_frees_its_upstream_slot(server: ServerP
     # the engine's token count says the row was dropped within a few steps.
     assert _wait(lambda: _upstream_health(server)["running"] == 0, FREED_WITHIN_S)
     after = _upstream_health(server)
+    Path("/tmp/srvlog.txt").write_text(server.log() + "\n" + json.dumps([before, after]))
     assert after["tokens"] - before["tokens"] < DROPPED_WITHIN_TOKENS, (before, after)
 
 

@@ -10,7 +10,7 @@ export type Failure =
   /** `--profile <name>` has no `profiles/<name>.json`. */
   | { reason: 'unknown-profile'; profile: string; known: string[] }
   /** A `--set` that is not `stage.key[.key...]=value` or names no stage. */
-  | { reason: 'invalid-override'; text: string; detail: string }
+  | { reason: 'invalid-override'; text: string; detail: string; /** Well-formed, but the stage's schema refuses the value. */ offSchema?: true }
   /** An environment variable the engine reads has a value it does not accept (or one it cannot honour here). */
   | { reason: 'invalid-environment'; variable: string; detail: string }
   /** The declared edges form a cycle. */

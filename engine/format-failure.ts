@@ -12,7 +12,7 @@ export function formatFailure(f: Failure): string {
     case 'unknown-profile':
       return `unknown profile "${f.profile}" (known: ${f.known.length > 0 ? f.known.join(', ') : 'none: profiles/ is empty'})`;
     case 'invalid-override':
-      return `--set ${f.text}: ${f.detail} (expected --set <stage>.<key>[.<key>...]=<value>, the value as JSON or else a string)`;
+      return f.offSchema === true ? `--set ${f.text}: ${f.detail}` : `--set ${f.text}: ${f.detail} (expected --set <stage>.<key>[.<key>...]=<value>, the value as JSON or else a string)`;
     case 'invalid-environment':
       return `${f.variable}: ${f.detail}`;
     case 'cycle':

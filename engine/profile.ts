@@ -89,7 +89,8 @@ export function loadProfile(root: string, name: string, graph: Graph, schemas: S
       profile.stages[o.value.stage] = applied.value;
     }
     const errors = schemas.validate('profile.schema.json', profile);
-    if (errors.length > 0) return err({ reason: 'invalid-json', path: `${shown} with --set ${overrides.join(' --set ')}`, errors });
+    // One line, naming the override(s) the schema refuses: `--set quantize.nope=1: /stages/quantize must ...`.
+    if (errors.length > 0) return err({ reason: 'invalid-override', text: overrides.join(' --set '), detail: `${errors.join('; ')} (${shown}'s schema)`, offSchema: true });
   }
   if (profile.name !== name) return err({ reason: 'invalid-json', path: shown, errors: [`/name is "${profile.name}", expected "${name}" (the file name)`] });
   const sections: Record<string, JsonValue> = {};

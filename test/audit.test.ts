@@ -310,6 +310,22 @@ describe('verify <dir>', () => {
     expect(bad.stdout.trim().split('\n').at(-1)).toBe('FAIL');
   });
 
+  it('a missing directory or an unreadable manifest is said once, first, with no empty gate lines', async () => {
+    const missing = run(join(good, 'no-such-dir'));
+    expect(missing.status).toBe(2);
+    expect(missing.stdout).toBe('');
+    expect(missing.stderr.trim().split('\n')).toEqual([`verify: ${join(good, 'no-such-dir')} is not a directory (give the submission directory: the one holding quantization_manifest.json)`]);
+    const d = await copyOf('verify-unreadable');
+    await writeFile(join(d, 'quantization_manifest.json'), '{"truncated": ');
+    const bad = run(d, '--source', sourceDir);
+    expect(bad.status).toBe(1);
+    const lines = bad.stdout.trim().split('\n');
+    expect(lines[1]).toMatch(/^the manifest cannot be read, so no gate can be checked: .*quantization_manifest\.json: .*JSON/);
+    expect(lines.at(-1)).toBe('FAIL');
+    expect(bad.stdout).not.toMatch(/failed: $/m);
+    expect(lines).toHaveLength(3);
+  });
+
   it('prints the specific reason in text, and pipeline.ts verify honours --json', async () => {
     const d = await copyOf('verify-reason');
     const m = await readManifest(d);

@@ -392,7 +392,16 @@ function numel(shape: readonly number[]): number {
 }
 
 /** One line per failed gate, naming its violations (for stage failures and the CLI). */
+/** The line that says why no gate could be checked, or null when the manifest was read. */
+export function manifestUnreadable(report: AuditReport): string | null {
+  const v = report.violations.find((x) => x.reason === 'manifest-unreadable');
+  return v === undefined ? null : `the manifest cannot be read, so no gate can be checked: ${v.detail}`;
+}
+
 export function describeFailures(report: AuditReport): string[] {
+  // Without the manifest nothing was audited: one line with the reason, not every gate failing with none.
+  const unreadable = manifestUnreadable(report);
+  if (unreadable !== null) return [unreadable];
   return report.failed_gates.map((g) => {
     const list = report.violations.filter((x) => x.gate === g);
     const shown = list.slice(0, 5).map((x) => [x.reason, x.tensor, x.shard, x.expected !== undefined ? `expected ${x.expected}` : undefined, x.actual !== undefined ? `actual ${x.actual}` : undefined, x.detail !== undefined ? `(${x.detail})` : undefined].filter((p) => p !== undefined).join(' '));

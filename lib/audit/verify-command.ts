@@ -4,8 +4,9 @@
  * (`source_tensors`); with neither, the manifest and byte checks run and the coverage check is reported as
  * skipped. Exit code 0 when every gate passes, 1 when one fails, 2 on bad usage or an unreadable source.
  */
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { auditSubmission, describeFailures } from './audit.ts';
+import { auditSubmission, describeFailures, manifestUnreadable } from './audit.ts';
 import { formatStageFailure } from '../failures.ts';
 import { loadArchitectureSource, loadSourceCheckpoint, type SourceDescription } from './source.ts';
 
@@ -32,6 +33,10 @@ export const verifyCommand = {
       process.stderr.write('usage: verify <dir> [--source <checkpoint-dir>] [--json]\n');
       return 2;
     }
+    if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
+      process.stderr.write(`verify: ${dir} is not a directory (give the submission directory: the one holding quantization_manifest.json)\n`);
+      return 2;
+    }
     let source: SourceDescription | null = null;
     if (sourceDir !== undefined) {
       const s = await loadSourceCheckpoint(sourceDir);
@@ -49,7 +54,9 @@ export const verifyCommand = {
       source = s.value;
     }
     const report = await auditSubmission(dir, { source });
+    const unreadable = manifestUnreadable(report);
     if (json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    else if (unreadable !== null) process.stdout.write(`verify ${dir}\n${unreadable}\nFAIL\n`);
     else {
       const g = report.gates;
       const lines = [

@@ -13,9 +13,13 @@
 import type { Failure } from '../engine/failure.ts';
 import { err, unreachable } from '../engine/result.ts';
 import { describeSafetensorsError, type SafetensorsErrorFacts } from './safetensors/errors.ts';
-import type { GateName, Violation } from './audit/audit.ts';
-import type { ProvenanceViolation } from './report/provenance.ts';
-import type { CudaRecord } from './submission/cuda.ts';
+// Types from the schemas only: the vocabulary sits below every library file it describes (none imports back).
+import type { GateName, Violation } from '../schemas/generated/audit-report.ts';
+import type { EvidenceGuide } from '../schemas/generated/evidence-guide.ts';
+import type { WheelsRecord } from '../schemas/generated/wheels-record.ts';
+
+type ProvenanceViolation = EvidenceGuide['provenance']['violations'][number];
+type CudaRecord = NonNullable<WheelsRecord['cuda']>;
 
 /** pack refuses its input (quantize's interchange); nothing is left written when one occurs. */
 export type PackFailure =

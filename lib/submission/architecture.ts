@@ -5,11 +5,11 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { sha256 } from '../../engine/digest.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { Architecture, FileRef } from '../../schemas/generated/architecture.ts';
 import type { QuantizationManifest } from '../../schemas/generated/manifest.ts';
 import type { AssemblyFailure } from '../failures.ts';
-import { fileRef } from './assemble.ts';
 import { EVIDENCE_FILES, MODEL_FILES, submissionNames } from './layout.ts';
 
 type Json = Record<string, unknown>;
@@ -102,4 +102,10 @@ export function architectureFor(dir: string, manifest: QuantizationManifest, sam
     evidence: Object.fromEntries(EVIDENCE_FILES.map((e) => [e.name.replace(/\.json$/, ''), `${EVIDENCE_DIR}/${e.name}`])),
   };
   return ok(arch);
+}
+
+/** sha256 and size of a small submission file (not weights: the manifest records theirs), for architecture.json. */
+export function fileRef(root: string, file: string): { file: string; size: number; sha256: string } {
+  const bytes = readFileSync(join(root, file));
+  return { file, size: bytes.length, sha256: sha256(bytes) };
 }

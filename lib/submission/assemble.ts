@@ -6,7 +6,7 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { prettyJson, sha256 } from '../../engine/digest.ts';
+import { prettyJson } from '../../engine/digest.ts';
 import { readJsonFile, type SchemaSet } from '../../engine/json-io.ts';
 import { err, ok, type Result } from '../../engine/result.ts';
 import type { AssemblyFailure } from '../failures.ts';
@@ -186,8 +186,3 @@ export function assembleSubmission(src: AssemblySources, out: string, schemas: S
   return ok({ stats, files, budget });
 }
 
-/** sha256 and size of a small submission file (not weights: the manifest records theirs), for architecture.json. */
-export function fileRef(root: string, file: string): { file: string; size: number; sha256: string } {
-  const bytes = readFileSync(join(root, file));
-  return { file, size: bytes.length, sha256: sha256(bytes) };
-}

@@ -9,24 +9,11 @@
  * Linux x86_64): within a major version, an application built with any minor runs on the major's first
  * driver (minor-version compatibility); the toolkit's own release driver is recorded beside it.
  */
+import type { WheelsRecord } from '../../schemas/generated/wheels-record.ts';
 import type { WheelFile } from './wheels.ts';
 
-/** The evidence record of a CUDA wheel set. */
-export interface CudaRecord {
-  /** `nvidia-cuda-runtime-cu12` (or the unsuffixed name of later majors). */
-  runtime_package: string;
-  /** Its version, e.g. `12.8.90`. */
-  runtime: string;
-  major: number;
-  minor: number;
-  /** The torch version of the set (its local label too, if any). */
-  torch: string | null;
-  /** Oldest Linux driver that runs this runtime by minor-version compatibility. */
-  min_driver: string;
-  /** The driver the toolkit of this major.minor was released with (not required, see min_driver). */
-  toolkit_driver: string | null;
-  source: string;
-}
+/** The evidence record of a CUDA wheel set: wheels.json's `cuda` (schemas/wheels-record.schema.json). */
+export type CudaRecord = NonNullable<WheelsRecord['cuda']>;
 
 export const DRIVER_SOURCE =
   'NVIDIA CUDA Toolkit Release Notes, Table 2 (minimum driver for CUDA minor version compatibility, Linux x86_64) and Table 3 (toolkit and corresponding driver versions); https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/';

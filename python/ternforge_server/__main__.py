@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from .app import ServerState, build_app
-    from .serving import Children
+    from .children import Children
 
     sub = Path(args.dir).resolve()
     name = args.model_name or sub.name

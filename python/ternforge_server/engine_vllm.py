@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .children import child_env, free_port, wait_healthy
 from .contract import BUILTIN_RESERVE_S
 
 MIN_VLLM_SHARE_S = 60.0
@@ -322,13 +323,12 @@ def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budg
                t_start: float, notes: dict) -> tuple[Any, int, dict]:
     """(process, port, report) of a healthy vLLM upstream, or VllmUnavailable. What it found on the way (the
     cache root, the toolchain, vLLM's argv) goes into `notes` as it is found, so a fallback's report has it."""
-    from .serving import _child_env, free_port, wait_healthy
     from .toolchain import ToolchainMissing, resolve_toolchain
 
     t0 = time.perf_counter()
     caches = cache_root(sub)
     notes["cache_root"] = str(caches)
-    env = vllm_env(_child_env(), caches)
+    env = vllm_env(child_env(), caches)
     try:
         probe = subprocess.run([sys.executable, "-c", "import vllm, sys; sys.stdout.write(vllm.__version__)"],
                                capture_output=True, text=True, timeout=180, env=env)

@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -155,6 +156,35 @@ except Exception as e:
 `);
       expect(out.trim(), c.name).toMatch(/^rejected/);
     }
+  });
+
+  // The served loader opens shards with the safetensors library; its refusals are named in the audit's
+  // words (ternforge_server.loader.safetensors_reason), so `verify` and the server say the same thing.
+  it("the server's loader names each file the library refuses with the audit's reason", async () => {
+    const cases = corpus.map((c) => ({ ...c, path: join(dir, `srv-${c.name}.safetensors`) }));
+    for (const c of cases) await writeFile(c.path, c.bytes);
+    const out = py(`
+import json, sys
+sys.path.insert(0, ${JSON.stringify(join(root, 'python'))})
+from safetensors import SafetensorError, safe_open
+from ternforge_server.loader import SAFETENSORS_REASONS, safetensors_reason
+out = {"names": sorted({r for _, r in SAFETENSORS_REASONS}), "cases": {}}
+for name, path in json.loads(${JSON.stringify(JSON.stringify(cases.map((c) => [c.name, c.path])))}):
+    try:
+        with safe_open(path, "pt") as f:
+            for k in f.keys():
+                f.get_tensor(k)
+        out["cases"][name] = None
+    except SafetensorError as e:
+        out["cases"][name] = [safetensors_reason(str(e), path), str(e)]
+print(json.dumps(out))
+`);
+    const got = JSON.parse(out) as { names: string[]; cases: Record<string, [string, string] | null> };
+    const union = [...readFileSync(join(root, 'lib/safetensors/errors.ts'), 'utf8').split('export type SafetensorsReason =')[1]!.split(';')[0]!.matchAll(/'([a-z0-9-]+)'/g)].map((m) => m[1]);
+    for (const n of got.names) expect(union, n).toContain(n);
+    const refused = cases.filter((c) => got.cases[c.name] !== null);
+    expect(refused.length).toBeGreaterThanOrEqual(10);
+    expect(refused.filter((c) => got.cases[c.name]![0] !== c.reason).map((c) => ({ case: c.name, audit: c.reason, server: got.cases[c.name] }))).toEqual([]);
   });
 
   it('gives the facts: expected and actual', async () => {

@@ -352,10 +352,67 @@ def _check_shape(name: str, key: str, t: torch.Tensor, expected: list[int], dtyp
                         tensor=name, key=key, expected=str(dtype), actual=str(t.dtype))
 
 
+# What the safetensors library's refusals mean, in the audit's words (lib/safetensors/errors.ts
+# SafetensorsReason; test_loader_reasons holds the names to it): the same tampered shard gets the same reason
+# from `verify` and from the server. First match wins; the message is kept beside the reason.
+SAFETENSORS_REASONS: tuple[tuple[str, str], ...] = (
+    ("header too small", "header-too-small"),
+    ("header too large", "header-too-large"),
+    ("invalid header length", "invalid-header-length"),
+    ("metadata incomplete buffer", "invalid-header-length"),
+    ("invalid utf-8 in header", "invalid-header-utf8"),
+    ("unknown variant", "unknown-dtype"),
+    ("duplicate field", "duplicate-key"),
+    ("invalid value", "invalid-header-structure"),
+    ("invalid type", "invalid-header-structure"),
+    ("missing field", "invalid-header-structure"),
+    ("unknown field", "invalid-header-structure"),
+    ("invalid length", "invalid-header-structure"),
+    ("invalid json in header", "invalid-header-json"),
+    ("invalid header start", "invalid-header-json"),
+    ("overflow computing buffer size", "shape-overflow"),
+    ("invalid shape, data type, or offset", "span-mismatch"),
+)
+# The library's one message for several of the audit's reasons: the layout of the header tells which.
+_LAYOUT_MESSAGES = ("invalid offset for tensor", "file not fully covered")
+
+
+def safetensors_reason(message: str, path: str | Path | None = None) -> str:
+    """The audit's reason for a safetensors error message (read from the file's header where the message
+    alone cannot tell); `unreadable` when none matches."""
+    low = message.lower()
+    if path is not None and any(m in low for m in _LAYOUT_MESSAGES):
+        return _layout_reason(Path(path)) or "unreadable"
+    return next((reason for needle, reason in SAFETENSORS_REASONS if needle in low), "unreadable")
+
+
+def _layout_reason(path: Path) -> str | None:
+    """How the data offsets of a header the library parsed fail to tile the data section."""
+    try:
+        with path.open("rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n))
+        data = path.stat().st_size - 8 - n
+        spans = sorted((int(v["data_offsets"][0]), int(v["data_offsets"][1]))
+                       for k, v in header.items() if k != "__metadata__")
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
+    at = 0
+    for begin, end in spans:
+        if end < begin:
+            return "invalid-header-structure"
+        if begin > at:
+            return "offsets-gap"
+        if begin < at:
+            return "offsets-overlap"
+        at = end
+    return "truncated-data" if at > data else "trailing-bytes" if at < data else None
+
+
 def load_model(submission_dir: str | Path, device: str | torch.device = "auto",
                dtype: str | torch.dtype | None = "auto") -> tuple[torch.nn.Module, Any, LoadReport]:
     """Verify, load, dequantize, build. Returns (model in eval mode, tokenizer, report)."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
     from transformers import AutoTokenizer
 
     sub = Path(submission_dir).resolve()
@@ -385,19 +442,23 @@ def load_model(submission_dir: str | Path, device: str | torch.device = "auto",
     raw: dict[str, tuple[dict, dict[str, torch.Tensor]]] = {}
     load_device = "cpu" if dev.type == "cpu" else str(dev)
     for shard, names in by_shard.items():
-        with safe_open(str(shard_path(sub, shard)), framework="pt", device=load_device) as f:
-            keys = set(f.keys())
-            for name in names:
-                entry = manifest["tensors"][name]
-                wanted = [entry["codes_key"], entry["scale_key"]] if entry["encoding"] == "packed_2bit" \
-                    else [entry["data_key"]]
-                got = {}
-                for key in wanted:
-                    if key not in keys:
-                        raise LoadError("tensor-missing-in-shard", f"{name}: key {key} not in {shard}",
-                                        tensor=name, key=key, path=str(sub / shard))
-                    got[key] = f.get_tensor(key)
-                raw[name] = (entry, got)
+        try:
+            with safe_open(str(shard_path(sub, shard)), framework="pt", device=load_device) as f:
+                keys = set(f.keys())
+                for name in names:
+                    entry = manifest["tensors"][name]
+                    wanted = [entry["codes_key"], entry["scale_key"]] if entry["encoding"] == "packed_2bit" \
+                        else [entry["data_key"]]
+                    got = {}
+                    for key in wanted:
+                        if key not in keys:
+                            raise LoadError("tensor-missing-in-shard", f"{name}: key {key} not in {shard}",
+                                            tensor=name, key=key, path=str(sub / shard))
+                        got[key] = f.get_tensor(key)
+                    raw[name] = (entry, got)
+        except SafetensorError as e:
+            detail = safetensors_reason(str(e), shard_path(sub, shard))
+            raise LoadError("shard-invalid", f"{shard}: {detail} ({e})", path=str(sub / shard), detail=detail) from None
     report.phases["load"] = round(time.perf_counter() - t0, 4)
 
     t0 = time.perf_counter()

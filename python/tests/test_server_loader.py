@@ -243,3 +243,41 @@ def test_refuses_swapped_keys_of_two_same_shaped_tensors(sub: Path) -> None:
         load_model(sub, "cpu")
     assert e.value.reason == "key-not-own"
     assert (e.value.facts["tensor"], e.value.facts["actual"]) == (a, b + ".codes")
+
+
+def _rehash(sub: Path, shard: str, data: bytes) -> None:
+    """Write `data` as the shard and rewrite the manifest's size and sha256 to match."""
+    import hashlib
+
+    (sub / shard).write_bytes(data)
+
+    def fix(m: dict) -> None:
+        for s in m["shards"]:
+            if s["file"] == shard:
+                s.update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+    rewrite_manifest(sub, fix)
+
+
+@pytest.mark.parametrize("how,detail", [("trailing-json", "invalid-header-json"), ("appended", "trailing-bytes"),
+                                        ("cut", "truncated-data"), ("dtype", "unknown-dtype")])
+def test_a_tampered_header_is_refused_with_the_audits_reason(sub: Path, how: str, detail: str) -> None:
+    """The shard's bytes no longer parse as the library wants (hashes rewritten, so only the parse refuses):
+    a LoadError naming the shard and the audit's reason, not the library's raw message."""
+    import json as _json
+
+    from ternforge_server.loader import LoadError, load_model
+
+    shard = _json.loads((sub / "quantization_manifest.json").read_text())["shards"][0]["file"]
+    data = (sub / shard).read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header, body = data[8:8 + n], data[8 + n:]
+    bad = {"trailing-json": (n + 2).to_bytes(8, "little") + header + b"}}" + body,
+           "appended": data + b"\0" * 16,
+           "cut": data[:-16],
+           "dtype": data[:8] + header.replace(b'"F32"', b'"F99"', 1) + body}[how]
+    _rehash(sub, shard, bad)
+    with pytest.raises(LoadError) as e:
+        load_model(sub, "cpu")
+    assert (e.value.reason, e.value.facts["detail"]) == ("shard-invalid", detail), str(e.value)
+    assert str(e.value).startswith(f"shard-invalid: {shard}: {detail} (")

@@ -85,7 +85,7 @@ export async function runCli(pipeline: PipelineDecl, options: CliOptions): Promi
 
   const program = new Command('tsx pipeline.ts')
     .description('Run the ternforge pipeline: content-hashed stages, a run cache, evidence records.')
-    .option('--profile <name>', 'profile (profiles/<name>.json)', 'tiny')
+    .option('--profile <name>', `profile (profiles/<name>.json): ${knownProfiles(root).join(', ')}`, 'tiny')
     .option('--workdir <dir>', 'directory holding .ternforge/ (default: $TERNFORGE_WORKDIR, else the repository root)')
     .option('--json', 'machine-readable output on stdout')
     .option('--force', 'rerun the named stages (all: every stage) even when fresh')

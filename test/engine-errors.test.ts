@@ -1,4 +1,6 @@
 /** Specific errors, exact stderr: unknown stage or profile, a cycle, a missing input, a failed worker, failing stages. */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { Rig } from './fixtures/engine/rig.ts';
 
@@ -14,6 +16,10 @@ describe('errors', () => {
     expect([profile.code, profile.stderr]).toEqual([2, 'error: unknown profile "nope" (known: tiny)\n']);
     const status = await rig.run('status', '--profile', 'nope');
     expect([status.code, status.stderr]).toEqual([2, 'error: unknown profile "nope" (known: tiny)\n']);
+    // --help lists the profiles there are (every file of profiles/), not a list written by hand.
+    writeFileSync(join(rig.root, 'profiles', 'extra.json'), readFileSync(join(rig.root, 'profiles', 'tiny.json')));
+    const help = await rig.run('--help');
+    expect(help.stdout.replace(/\s+/g, ' ')).toContain('--profile <name> profile (profiles/<name>.json): extra, tiny (default: "tiny")');
   });
 
   test('a cycle is printed as its path', async () => {

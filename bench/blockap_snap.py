@@ -7,7 +7,7 @@ rounding threshold and both KL series.
 
     $TERNFORGE_VENV/bin/python bench/blockap_snap.py BLOCK_AP_DIR MODEL_DIR CALIB_DIR [--steps 16]
 
-Stop 28 ran it on the 380-step Block-AP candidate's work dir (README, "Block-AP").
+Stop 28 ran it on the 380-step Block-AP candidate's work dir (docs/experiments.md, "Block-AP").
 """
 import argparse
 import json

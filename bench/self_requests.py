@@ -10,7 +10,7 @@ overlap; nothing in the quantize stage reads it.
     OMP_NUM_THREADS=1 python bench/self_requests.py <quantize store dir> --profile profiles/smol.json \
         --model-dir <fetch-model outputs/model> --out bench/results/self-requests-X.json
 
-Run it with the thread count of the quantize run (1 in the sweeps of README): bfloat16 sampling on CPU may
+Run it with the thread count of the quantize run (1 in the sweeps of docs/experiments.md): bfloat16 sampling on CPU may
 differ between thread counts, and the check on the first 12 says so.
 """
 from __future__ import annotations

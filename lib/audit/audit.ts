@@ -391,13 +391,13 @@ function numel(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
 
-/** One line per failed gate, naming its violations (for stage failures and the CLI). */
 /** The line that says why no gate could be checked, or null when the manifest was read. */
 export function manifestUnreadable(report: AuditReport): string | null {
   const v = report.violations.find((x) => x.reason === 'manifest-unreadable');
   return v === undefined ? null : `the manifest cannot be read, so no gate can be checked: ${v.detail}`;
 }
 
+/** One line per failed gate, naming its violations (for stage failures and the CLI). */
 export function describeFailures(report: AuditReport): string[] {
   // Without the manifest nothing was audited: one line with the reason, not every gate failing with none.
   const unreadable = manifestUnreadable(report);

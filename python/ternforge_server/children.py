@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+
 def free_port() -> int:
     import socket
 

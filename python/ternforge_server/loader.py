@@ -353,7 +353,7 @@ def _check_shape(name: str, key: str, t: torch.Tensor, expected: list[int], dtyp
 
 
 # What the safetensors library's refusals mean, in the audit's words (lib/safetensors/errors.ts
-# SafetensorsReason; test_loader_reasons holds the names to it): the same tampered shard gets the same reason
+# SafetensorsReason; test/safetensors.test.ts holds the names and the reasons to it): the same tampered shard gets the same reason
 # from `verify` and from the server. First match wins; the message is kept beside the reason.
 SAFETENSORS_REASONS: tuple[tuple[str, str], ...] = (
     ("header too small", "header-too-small"),

@@ -128,7 +128,6 @@ def test_refuses_key_missing_from_shard(sub: Path) -> None:
 def rewrite_shard(sub: Path, name: str, edit) -> str:
     """Apply `edit(tensors)` to the shard holding manifest entry `name`, and rewrite the manifest's size and
     sha256 to match (so only the new check can refuse it). Returns the shard's name."""
-    import hashlib
     import json
 
     from safetensors.torch import load_file, save_file
@@ -138,14 +137,7 @@ def rewrite_shard(sub: Path, name: str, edit) -> str:
     tensors = load_file(str(sub / shard))
     edit(tensors)
     save_file(tensors, str(sub / shard), metadata={"format": "pt"})
-    data = (sub / shard).read_bytes()
-
-    def fix(m: dict) -> None:
-        for s in m["shards"]:
-            if s["file"] == shard:
-                s.update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
-
-    rewrite_manifest(sub, fix)
+    _rehash(sub, shard, (sub / shard).read_bytes())
     return shard
 
 

@@ -18,7 +18,6 @@ import { lockPending } from './pin-resolve.ts';
 import { commitToStore, listingDigest, listOutputs, pointOutputs, writeEvidence } from './store.ts';
 import type { StageContext, StageOutcome } from './types.ts';
 import { withPlaceholders } from './host-paths.ts';
-import { venvDir } from './venv.ts';
 import { runWorker } from './worker.ts';
 
 /** What happened to one stage. */
@@ -180,7 +179,7 @@ async function runOne(s: Session, ev: Evaluation, o: RunOptions): Promise<RunOne
     listing = listed.value;
     digest = listingDigest(listing);
   }
-  setEvidenceRoots(s.root, s.ws.workdir, venvDir(s.ws.workdir));
+  setEvidenceRoots(s.root, s.ws.workdir, s.venv);
   const record: EvidenceRecord = {
     schema: 1,
     stage,

@@ -69,7 +69,7 @@ export class Session {
     this.pinLock = pinLock;
     this.hasher = new FileHasher(this.ws.hashCache, schemas, { storeDir: this.ws.storeRoot, addon: hashAddon });
     this.runCache = new RunCache(this.ws, schemas);
-    this.venv = venvDir(o.workdir);
+    this.venv = venvDir(o.workdir, (profile.sections['python-env'] as { requirements?: string } | undefined)?.requirements);
   }
 
   static open(o: SessionOptions): Result<Session, Failure> {
@@ -97,7 +97,7 @@ export class Session {
   /** Where an in-place stage builds (python-env: the venv). */
   inPlaceDir(stage: string): string {
     const def = this.def(stage);
-    return def.dir?.(this.workdir) ?? this.ws.outputsLink(this.profile.name, stage);
+    return def.dir?.(this.workdir, this.profile.sections[stage]) ?? this.ws.outputsLink(this.profile.name, stage);
   }
 
   /** The directory `ctx.upstream(stage)` returns. */

@@ -122,9 +122,9 @@ export interface StageDef<P = unknown> {
   readonly outputs?: OutputMode;
   /**
    * `in-place` stages only: the directory they build (default `.ternforge/<profile>/<stage>/outputs`),
-   * given the workdir.
+   * given the workdir and the stage's profile section.
    */
-  dir?(workdir: string): string;
+  dir?(workdir: string, params: P): string;
   /**
    * `in-place` stages only: a file inside their directory, written last, whose bytes stand for the
    * outputs (its digest is the output digest; the stage is fresh only while it is unchanged).

@@ -1,10 +1,12 @@
 /**
  * Where the workers' virtual environment lives and what it reports about itself.
- * The directory is env TERNFORGE_VENV when set, else `<workdir>/.ternforge/venv` (shared by all
- * profiles). The python-env stage writes `<venv>/ternforge-env.json` last; the engine reads the tool
+ * The directory is env TERNFORGE_VENV when set, else one per requirements file, shared by every profile
+ * that names it: `<workdir>/.ternforge/venv` for the default python/requirements.txt (the CPU set),
+ * `<workdir>/.ternforge/venv-cuda` for python/requirements-cuda.lock.txt, and so on (`venv-` and the file's
+ * name without `requirements-` and `.lock.txt`/`.txt`). The python-env stage writes `<venv>/ternforge-env.json` last; the engine reads the tool
  * versions (python, torch) that enter the keys of stages declaring them from it.
  */
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { PythonEnvInfo } from '../schemas/generated/python-env-info.ts';
 import { ENGINE_SCHEMAS, readJsonFile, type SchemaSet } from './json-io.ts';
 import type { Tool } from './types.ts';
@@ -14,8 +16,14 @@ export type { PythonEnvInfo };
 /** The file python-env writes last into the venv. */
 export const ENV_INFO_FILE = 'ternforge-env.json';
 
-export function venvDir(workdir: string): string {
-  return process.env.TERNFORGE_VENV || join(workdir, '.ternforge', 'venv');
+/** The requirements file python-env installs when its profile section names none. */
+export const DEFAULT_REQUIREMENTS = 'python/requirements.txt';
+
+export function venvDir(workdir: string, requirements: string = DEFAULT_REQUIREMENTS): string {
+  if (process.env.TERNFORGE_VENV) return process.env.TERNFORGE_VENV;
+  if (requirements === DEFAULT_REQUIREMENTS) return join(workdir, '.ternforge', 'venv');
+  const stem = basename(requirements).replace(/\.lock\.txt$|\.txt$/, '').replace(/^requirements-?/, '');
+  return join(workdir, '.ternforge', `venv-${stem === '' ? 'custom' : stem}`);
 }
 
 export function venvPython(dir: string): string {

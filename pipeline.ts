@@ -2,7 +2,7 @@
  * The ternforge pipeline: which stages exist and what each one needs. Nothing else lives here;
  * the engine (engine/) runs it and each stage's work lives in stages/<name>.ts.
  *
- *   tsx pipeline.ts all | <stage> | status [--why] [--json] | dag [--mermaid] | gc   [--profile tiny]
+ *   tsx pipeline.ts all | <stage> | status [--why] [--json] | dag [--mermaid] | gc | verify <dir> | preflight   [--profile tiny]
  */
 import { runCli } from './engine/cli.ts';
 import type { PipelineDecl } from './engine/types.ts';
@@ -19,6 +19,7 @@ import { stage as smokeServe } from './stages/smoke-serve.ts';
 import { stage as evaluate } from './stages/eval.ts';
 import { stage as report } from './stages/report.ts';
 import { verifyCommand } from './lib/audit/verify-command.ts';
+import { preflightCommand } from './lib/preflight/command.ts';
 
 export const pipeline: PipelineDecl = {
   stages: [
@@ -40,5 +41,5 @@ export const pipeline: PipelineDecl = {
 };
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  process.exitCode = await runCli(pipeline, { root: import.meta.dirname, commands: [verifyCommand] });
+  process.exitCode = await runCli(pipeline, { root: import.meta.dirname, commands: [verifyCommand, preflightCommand] });
 }

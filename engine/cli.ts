@@ -26,7 +26,19 @@ import { Workspace } from './store.ts';
 import type { PipelineDecl } from './types.ts';
 import { acquireWorkspaceLock, type HeldLock } from './workspace-lock.ts';
 
-/** An extra subcommand a pipeline adds (the audit adds `verify <dir>`). */
+/** What an extra command gets besides its own arguments: the global options and a way to run stages first. */
+export interface CommandContext {
+  root: string;
+  workdir: string;
+  profile: string;
+  /** `--set` overrides, as given. */
+  overrides: string[];
+  graph: Graph;
+  /** Run these stages (and what they need) as `tsx pipeline.ts <stage>...` would, reporting on stderr; the exit code. */
+  runStages(stages: readonly string[]): Promise<number>;
+}
+
+/** An extra subcommand a pipeline adds (the audit adds `verify <dir>`, the preflight `preflight`). */
 export interface ExtraCommand {
   name: string;
   description: string;
@@ -34,7 +46,7 @@ export interface ExtraCommand {
   argument?: string;
   /** The command takes `--json`: commander reads `--json` anywhere as the global option, so it is passed on. */
   json?: boolean;
-  run(args: string[]): Promise<number>;
+  run(args: string[], ctx: CommandContext): Promise<number>;
 }
 
 export interface CliOptions {
@@ -139,7 +151,16 @@ export async function runCli(pipeline: PipelineDecl, options: CliOptions): Promi
     if (extra.argument !== undefined) cmd.argument(extra.argument);
     cmd.allowUnknownOption().allowExcessArguments(); // the command parses its own options
     cmd.action(async () => {
-      code = await extra.run(extra.json === true && globals().json === true ? [...cmd.args, '--json'] : cmd.args);
+      const g = globals();
+      const ctx: CommandContext = {
+        root,
+        workdir: g.workdir,
+        profile: g.profile,
+        overrides: g.set ?? [],
+        graph,
+        runStages: (stages) => run(graph, stages, false, { ...g, json: false }, pipeline, root, t0, process.stderr),
+      };
+      code = await extra.run(extra.json === true && g.json === true ? [...cmd.args, '--json'] : cmd.args, ctx);
     });
   }
   program
@@ -183,7 +204,7 @@ async function lockWorkspace(g: GlobalOptions & { workdir: string }): Promise<He
   return held.value;
 }
 
-async function run(graph: Graph, targets: readonly string[], all: boolean, g: GlobalOptions & { workdir: string }, pipeline: PipelineDecl, root: string, t0: number): Promise<number> {
+async function run(graph: Graph, targets: readonly string[], all: boolean, g: GlobalOptions & { workdir: string }, pipeline: PipelineDecl, root: string, t0: number, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const stages = all ? graph.order : upstreamClosure(graph, targets);
   const forced = new Set(g.force === true ? (all ? graph.order : targets) : []);
   const note = (line: string): void => void process.stderr.write(`${line}\n`);
@@ -229,8 +250,8 @@ async function run(graph: Graph, targets: readonly string[], all: boolean, g: Gl
       totalMs: Math.round(totalMs * 10) / 10,
       failure: result.failure,
     };
-    if (g.json === true) process.stdout.write(JSON.stringify(summary, null, 2) + '\n');
-    else process.stdout.write(g.dryRun === true ? dryRunText(result.reports) : runText(summary));
+    if (g.json === true) out.write(JSON.stringify(summary, null, 2) + '\n');
+    else out.write(g.dryRun === true ? dryRunText(result.reports) : runText(summary));
     if (result.failure !== null) {
       const rc = fail(result.failure);
       if (result.failure.reason === 'interrupted') {

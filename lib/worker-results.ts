@@ -12,6 +12,7 @@ import type { FetchCalibResult } from '../schemas/generated/fetch-calib-result.t
 import type { FetchModelResult } from '../schemas/generated/fetch-model-result.ts';
 import type { HubResolveFailure } from '../schemas/generated/hub-resolve-failure.ts';
 import type { HubResolveResult } from '../schemas/generated/hub-resolve-result.ts';
+import type { PreflightResult } from '../schemas/generated/preflight-result.ts';
 import type { QualityResult } from '../schemas/generated/quality-result.ts';
 import type { QuantizeResult } from '../schemas/generated/quantize-result.ts';
 import type { WorkerFailureEvent } from '../schemas/generated/worker-failure.ts';
@@ -24,6 +25,7 @@ export interface WorkerResults {
   'hub-resolve': HubResolveResult;
   quantize: QuantizeResult;
   quality: QualityResult;
+  preflight: PreflightResult;
 }
 export type WorkerCommand = keyof WorkerResults;
 
@@ -34,6 +36,7 @@ export const WORKER_RESULT_SCHEMAS: Readonly<Record<WorkerCommand, string>> = {
   'hub-resolve': 'workers/hub-resolve-result.schema.json',
   quantize: 'workers/quantize-result.schema.json',
   quality: 'workers/quality-result.schema.json',
+  preflight: 'workers/preflight-result.schema.json',
 };
 /** The schema every `failure` event must pass, unless its command has its own below. */
 export const WORKER_FAILURE_SCHEMA = 'workers/worker-failure.schema.json';

@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "quantize": "ternforge.quant.run:main",
     "fetch-calib": "ternforge.calib.fetch:main",
     "quality": "ternforge.quality:main",
+    "preflight": "ternforge.preflight:main",
 }
 
 

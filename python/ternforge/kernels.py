@@ -71,9 +71,10 @@ def probe() -> dict[str, Any]:
     return {"distributions": {d: _version(d) for d in DISTRIBUTIONS}, "selected": sel, "fast_path": fast_path(sel)}
 
 
-def check_fast_path(device: str) -> dict[str, Any]:
-    """The probe, raising KernelsMissing when `device` is CUDA and the delta rule would be PyTorch's."""
-    record = probe()
+def check_fast_path(device: str, record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The probe (or `record`, one already taken), raising KernelsMissing when `device` is CUDA and the delta
+    rule would be PyTorch's."""
+    record = probe() if record is None else record
     if device.startswith("cuda") and not record["fast_path"]:
         sel = record["selected"]
         raise KernelsMissing(

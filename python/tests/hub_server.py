@@ -5,7 +5,8 @@ Endpoints, as the library calls them:
     GET  /api/datasets/<org>/<name>/revision/<ref>[?blobs=True]   dataset_info
     HEAD|GET /<org>/<name>/resolve/<ref>/<path>                   hf_hub_download (models)
     HEAD|GET /datasets/<org>/<name>/resolve/<ref>/<path>          hf_hub_download (datasets)
-Refs are branches or full commit ids. Like the hub, `.safetensors` and `.parquet` files are LFS files: the
+Refs are branches or full commit ids. A repository marked with `gate(kind, repo, allowed_tokens)` lists
+`gated: "manual"` and answers its files 401 (X-Error-Code GatedRepo) unless the request carries an allowed token. Like the hub, `.safetensors` and `.parquet` files are LFS files: the
 listing carries `lfs: {sha256, size}` and their ETag is the sha256; other files carry the git blob sha1
 (`blobId`, and their ETag). Unknown repositories, refs and files answer 404 with the hub's X-Error-Code.
 Standalone: `python hub_server.py --spec <spec.json>` serves what the spec file says (replayed whenever it
@@ -37,6 +38,7 @@ class FakeHub:
     def __init__(self) -> None:
         self.repos: dict[tuple[str, str], Repo] = {}
         self.requests: list[str] = []  # "METHOD path", in order
+        self.gated: dict[tuple[str, str], set[str]] = {}  # (kind, repo) -> tokens that have accepted its terms
         self._server: ThreadingHTTPServer | None = None
 
     # ------------------------------------------------------------ content
@@ -53,6 +55,10 @@ class FakeHub:
     def rewrite(self, kind: str, repo: str, commit: str, path: str, data: bytes) -> None:
         """Serve other bytes for a file at an existing commit (a tampered mirror); the listing follows them."""
         self.repos[(kind, repo)].commits[commit][path] = data
+
+    def gate(self, kind: str, repo: str, allowed_tokens: set[str]) -> None:
+        """Make a repository gated: only requests with one of `allowed_tokens` may read its files."""
+        self.gated[(kind, repo)] = set(allowed_tokens)
 
     # ------------------------------------------------------------ server
     @property
@@ -131,7 +137,8 @@ class FakeHub:
             if name.endswith(LFS_SUFFIXES):
                 s["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
             siblings.append(s)
-        payload = json.dumps({"id": repo, "sha": commit, "siblings": siblings, "private": False}).encode()
+        gated = "manual" if (kind, repo) in self.gated else False
+        payload = json.dumps({"id": repo, "sha": commit, "siblings": siblings, "private": False, "gated": gated}).encode()
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(payload)))
@@ -146,6 +153,9 @@ class FakeHub:
         assert files is not None and commit is not None
         if name not in files:
             return self._error(h, 404, "EntryNotFound", body)
+        allowed = self.gated.get((kind, repo))
+        if allowed is not None and h.headers.get("Authorization", "").removeprefix("Bearer ") not in allowed:
+            return self._error(h, 401, "GatedRepo", body)
         data = files[name]
         etag = hashlib.sha256(data).hexdigest() if name.endswith(LFS_SUFFIXES) else git_blob_sha1(data)
         h.send_response(200)
@@ -159,9 +169,12 @@ class FakeHub:
 
 
 def from_spec(hub: FakeHub, spec: dict) -> None:
-    """Replay a JSON spec: {"pushes": [{kind, repo, branch?, files: {path: text}}], "rewrites": [{kind, repo, push, path, text}]}
-    (`push` is the index of the push whose commit gets other bytes)."""
+    """Replay a JSON spec: {"pushes": [{kind, repo, branch?, files: {path: text}}], "rewrites": [{kind, repo, push, path, text}],
+    "gates": [{kind, repo, tokens: [...]}]} (`push` is the index of the push whose commit gets other bytes)."""
     hub.repos.clear()
+    hub.gated.clear()
+    for g in spec.get("gates", []):
+        hub.gate(g["kind"], g["repo"], set(g.get("tokens", [])))
     commits = [hub.push(p["kind"], p["repo"], {k: v.encode() for k, v in p["files"].items()}, p.get("branch", "main")) for p in spec.get("pushes", [])]
     for r in spec.get("rewrites", []):
         hub.rewrite(r["kind"], r["repo"], commits[r["push"]], r["path"], r["text"].encode())

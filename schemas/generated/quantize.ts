@@ -29,6 +29,10 @@ export interface QuantizeParams {
    */
   device?: string;
   /**
+   * On a CUDA device, run even when transformers would take its PyTorch Gated DeltaNet delta rule (flash-linear-attention not importable; about 5x slower, PLAN.md section 0). Off: the worker refuses before loading the model (reason kernels-missing).
+   */
+  allow_slow_kernels?: boolean;
+  /**
    * Dtype of the float model the calibrated methods load and of the distillation teacher (GPTQ accumulates in float32 whatever it is).
    */
   dtype?: 'float32' | 'bfloat16' | 'float16';

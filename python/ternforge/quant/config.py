@@ -154,6 +154,7 @@ class QuantizeConfig:
     max_file_bytes: int = 2 << 30
     seed: int = 0
     device: str = "cpu"
+    allow_slow_kernels: bool = False
     dtype: str = "float32"
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     allocation: AllocationConfig = field(default_factory=AllocationConfig)

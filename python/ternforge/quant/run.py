@@ -78,6 +78,35 @@ def plan(model_dir: Path, group_size: int, allocation: Allocation) -> tuple[list
     return planned, weight_map, why
 
 
+def check_device(cfg: QuantizeConfig, model_dir: Path, runs_model: bool) -> None:
+    """Before any work: a CUDA device must exist; and where the method runs the float model (`runs_model`), a
+    model with Gated DeltaNet layers must get flash-linear-attention's delta rule there (kernels.py), unless the
+    profile allows the slow path. On CPU the PyTorch path is the only one."""
+    if not cfg.device.startswith("cuda"):
+        return
+    if not torch.cuda.is_available():
+        raise QuantizeError("no-cuda-device", f"device {cfg.device} was asked for, but torch {torch.__version__} sees no "
+                            "CUDA device (torch.cuda.is_available() is False): run on the GPU box, or set quantize.device=cpu",
+                            torch=torch.__version__, torch_cuda=torch.version.cuda)
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    layer_types = (config.get("text_config") or config).get("layer_types") or []
+    if not runs_model or "linear_attention" not in layer_types:
+        return
+    from .. import kernels
+
+    record = kernels.probe()
+    if record["fast_path"]:
+        log(f"quantize: Gated DeltaNet kernels: flash-linear-attention {record['distributions']['flash-linear-attention']}")
+        return
+    if cfg.allow_slow_kernels:
+        log("quantize: WARNING: the Gated DeltaNet layers run transformers' PyTorch delta rule (allow_slow_kernels)")
+        return
+    try:
+        kernels.check_fast_path(cfg.device, record)
+    except kernels.KernelsMissing as e:
+        raise QuantizeError("kernels-missing", str(e), selected=record["selected"]) from None
+
+
 def quantize(cfg: QuantizeConfig, paths: Paths) -> dict[str, Any]:
     """Run cfg.method and write the interchange and its report into paths.out_dir. Returns the report."""
     import time
@@ -91,6 +120,7 @@ def quantize(cfg: QuantizeConfig, paths: Paths) -> dict[str, Any]:
     base_model = str(paths.base_model or origin.get("base_model") or model_dir.name)
     revision = str(paths.revision or origin.get("revision") or "unknown")
     _, meta = _shard_headers(model_dir)  # refuses a non-float tensor before any work
+    check_device(cfg, model_dir, method.calibrated)
     t0 = time.monotonic()
 
     def on_progress(done: int, total: int, what: str) -> None:

@@ -137,6 +137,49 @@ def resolve(requests: list[PinRequest]) -> tuple[dict[str, dict[str, Any]], list
     return done, failed
 
 
+def check_access(req: PinRequest, api: Any, commit: str | None = None) -> dict[str, Any]:
+    """Whether this machine can read a source, without downloading it (the preflight): the listing at the
+    locked `commit` (else the requested ref, as `resolve_one` reads it), then, for a gated repository, whether
+    a token is configured (HF_TOKEN or `hf auth login`) and the hub lets it read the first wanted file (a HEAD
+    request). Returns {name, kind, repo, ref, commit, gated, token, files, bytes, ok, error}."""
+    from huggingface_hub import get_token, hf_hub_url
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError
+
+    token = get_token()
+    out: dict[str, Any] = {"name": req.name, "kind": req.kind, "repo": req.repo, "ref": req.ref, "commit": commit,
+                           "gated": None, "token": token is not None, "files": 0, "bytes": 0, "ok": False, "error": None}
+    at = PinRequest(req.name, req.kind, req.repo, commit or req.ref, req.files)
+    try:
+        entry = resolve_one(at, api)
+    except Unresolvable as e:
+        out["error"] = str(e)
+        return out
+    out.update(commit=entry["commit"], files=len(entry["files"]), bytes=sum(f["size"] for f in entry["files"].values()))
+    info = (api.model_info if req.kind == "model" else api.dataset_info)(req.repo, revision=entry["commit"])
+    gated = getattr(info, "gated", False)
+    out["gated"] = gated if gated else False
+    if gated and token is None:
+        out["error"] = (f"{req.kind} {req.repo} is gated ({gated}): accept its terms on the hub with your account, then "
+                        "set HF_TOKEN (or run `hf auth login`) on this machine")
+        return out
+    first = sorted(entry["files"])[0]
+    try:
+        api.get_hf_file_metadata(url=hf_hub_url(req.repo, first, repo_type=req.kind, revision=entry["commit"],
+                                                endpoint=endpoint()), token=token)
+    except GatedRepoError:
+        out["error"] = (f"{req.kind} {req.repo} is gated ({gated}) and the configured token may not read it: accept its "
+                        "terms on the hub with the token's account")
+        return out
+    except HfHubHTTPError as e:
+        out["error"] = f"the hub refused {req.repo}@{entry['commit'][:12]}/{first}: {_first_line(e)}"
+        return out
+    except Exception as e:
+        out["error"] = f"cannot reach the hub for {req.repo}/{first} ({type(e).__name__}: {_first_line(e)})"
+        return out
+    out["ok"] = True
+    return out
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0][:300] if text else ""

@@ -1,0 +1,388 @@
+"""`python -m ternforge preflight`: what this machine has and how fast it runs the profile, before a run commits.
+
+Measures and reports facts; it decides nothing (lib/preflight/decide.ts turns the facts into the go/no-go
+table and the projected times, with the thresholds in one place). The facts:
+- `torch`: version, CUDA build, whether a CUDA device is visible, each device's name, memory and capability,
+  and the driver version (`nvidia-smi`, where it exists);
+- `kernels`: what transformers selects for the Gated DeltaNet layers (kernels.py) and, on CUDA with the fast
+  path, one forward and backward of fla's chunked delta rule at the model's real width, timed;
+- `hub`: for every pinned source, whether it can be read (listing, gated, token, a HEAD of one file), with
+  nothing downloaded (sources/hub_lock.check_access);
+- `model`: the full model's shape from its config.json (built on the meta device: no memory): layers by kind,
+  the ternary-eligible linear parameters per layer kind, the embedding;
+- `mini`: timed runs of the profile's own phases at the real width with random weights and fewer layers, at
+  two depths (one and two periods of the layer pattern) so that the per-layer cost and the fixed cost (the
+  embedding and the 248 k-token head) can be told apart and extrapolated to the full depth by a line:
+  the float forward, the teacher's greedy generation at the answer batch, a distillation step at the
+  profile's micro-batch with its checkpointing, chunked head and latent dtype (time, steady and peak memory),
+  and GPTQ of one layer of each kind over the profile's calibration tokens (capped by `gptq_tokens`).
+Memory is CUDA's allocator statistics on a GPU and the resident set (VmRSS, VmHWM reset through
+/proc/self/clear_refs) on the CPU.
+"""
+from __future__ import annotations
+
+import copy
+import gc
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import kernels
+from .events import log
+
+GEN_BATCH = 16  # chatdata.answer's batch: the teacher's transcripts are answered 16 at a time
+GEN_PROMPT = 64
+LAYER_KINDS = ("linear_attention", "full_attention")
+
+
+# ------------------------------------------------------------------ torch and the GPU
+def driver_version() -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        res = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    line = res.stdout.strip().splitlines()[0].strip() if res.returncode == 0 and res.stdout.strip() else ""
+    return line or None
+
+
+def torch_facts() -> dict[str, Any]:
+    available = torch.cuda.is_available()
+    devices = []
+    if available:
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            devices.append({"name": p.name, "total_bytes": int(p.total_memory), "capability": f"{p.major}.{p.minor}"})
+    return {"version": torch.__version__, "cuda_build": torch.version.cuda, "cuda_available": available,
+            "devices": devices, "driver": driver_version() if available else None}
+
+
+# ------------------------------------------------------------------ the model's shape
+def _mini_config(text: Any, layers: int) -> Any:
+    c = copy.deepcopy(text)
+    c.num_hidden_layers = layers
+    types = list(getattr(text, "layer_types", None) or [])
+    if types:  # the pattern repeated (a mini model may be deeper than a tiny one)
+        c.layer_types = [types[i % len(types)] for i in range(layers)]
+    c.use_cache = True
+    return c
+
+
+def _eligible(name: str, mod: torch.nn.Module, layers_name: str, group: int) -> bool:
+    """The mini-runs' ternary linears: every decoder linear whose input the group divides, but the tiny ones
+    (in_proj_a/b, which the plan keeps float)."""
+    return (name.startswith(layers_name + ".") and isinstance(mod, torch.nn.Linear) and mod.in_features % group == 0
+            and mod.out_features > 64)
+
+
+def period(text: Any) -> int:
+    """Layers in one repetition of the layer pattern (Qwen3.5: 3 Gated DeltaNet + 1 full attention)."""
+    types = list(getattr(text, "layer_types", None) or [])
+    if not types:
+        return 1
+    for p in range(1, len(types) + 1):
+        if all(types[i] == types[i % p] for i in range(len(types))):
+            return p
+    return len(types)
+
+
+def model_facts(text: Any, family: str, group: int) -> dict[str, Any]:
+    from ternforge_server.loader import build_empty_model
+
+    from .quant.model import decoder_layers
+
+    model = build_empty_model(text, family)
+    layers_name, layers = decoder_layers(model)
+    types = list(getattr(text, "layer_types", None) or ["full_attention"] * len(layers))
+    per_kind: dict[str, int] = {}
+    for i, layer in enumerate(layers):
+        n = sum(m.weight.numel() for name, m in layer.named_modules()
+                if _eligible(f"{layers_name}.{i}.{name}", m, layers_name, group))
+        per_kind.setdefault(types[i], n)
+    emb = model.get_input_embeddings().weight.numel()
+    total = sum(p.numel() for p in model.parameters())
+    return {"layers": {k: types.count(k) for k in sorted(set(types))}, "layer_count": len(layers),
+            "eligible_per_layer": per_kind, "embedding_params": emb, "total_params": total,
+            "hidden": int(text.hidden_size), "vocab": int(text.vocab_size), "period": period(text)}
+
+
+# ------------------------------------------------------------------ memory and time
+class Meter:
+    """Steady and peak memory of this process on `device` (CUDA allocator, else the resident set)."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda")
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def now(self) -> int:
+        gc.collect()
+        if self.cuda:
+            return int(torch.cuda.memory_allocated())
+        return _status_kib("VmRSS") * 1024
+
+    def reset_peak(self) -> None:
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            Path("/proc/self/clear_refs").write_text("5")
+
+    def peak(self) -> int:
+        if self.cuda:
+            return int(torch.cuda.max_memory_allocated())
+        return _status_kib("VmHWM") * 1024
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _timed(meter: Meter, fn) -> float:
+    meter.sync()
+    t = time.perf_counter()
+    fn()
+    meter.sync()
+    return time.perf_counter() - t
+
+
+def _build(text: Any, family: str, layers: int, device: str, dtype: torch.dtype, seed: int = 0) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM, Qwen3_5ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = _mini_config(text, layers)
+    with torch.device(device):
+        model = Qwen3_5ForCausalLM(cfg) if family == "qwen3_5" else AutoModelForCausalLM.from_config(cfg)
+    return model.to(dtype).eval()
+
+
+def _free(meter: Meter) -> None:
+    gc.collect()
+    if meter.cuda:
+        torch.cuda.empty_cache()
+
+
+def depth_run(text: Any, family: str, layers: int, q: dict[str, Any], device: str, dtype: torch.dtype,
+              what: set[str]) -> dict[str, Any]:
+    """One depth's measurements (see the module docstring); each figure is for `layers` decoder layers."""
+    from .quant import absmean
+    from .quant.config import KDConfig
+    from .quant.distill import distill, make_student
+    from .quant.interchange import TernaryTensor
+    from .quant.model import decoder_layers
+
+    meter = Meter(device)
+    kd, cal = q.get("kd", {}), q.get("calibration", {})
+    seq = int(kd.get("seq_len", cal.get("seq_len", 256)))
+    vocab = int(text.vocab_size)
+    out: dict[str, Any] = {"layers": layers}
+    g = torch.Generator().manual_seed(1)
+    teacher = _build(text, family, layers, device, dtype)
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    if "forward" in what:
+        ids = torch.randint(0, vocab, (int(cal.get("batch_size", 1)), int(cal.get("seq_len", seq))), generator=g).to(device)
+        with torch.no_grad():
+            teacher.config.use_cache = False
+            teacher(input_ids=ids[:, :8])  # warm-up: kernels compile and load here
+            out["forward"] = {"tokens": ids.numel(), "seconds": _timed(meter, lambda: teacher(input_ids=ids))}
+    if "generate" in what:
+        new = int(q.get("_gen_tokens", 16))
+        prompt = torch.randint(0, vocab, (GEN_BATCH, GEN_PROMPT), generator=g).to(device)
+        teacher.config.use_cache = True
+
+        def gen(n: int) -> None:
+            with torch.no_grad():
+                teacher.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
+                                 do_sample=False, pad_token_id=0)
+        gen(2)
+        # decode steps alone: a run of n+1 new tokens less a run of 1 (the prefill and the first token)
+        t_long, t_one = _timed(meter, lambda: gen(new + 1)), _timed(meter, lambda: gen(1))
+        out["generate"] = {"batch": GEN_BATCH, "steps": new, "seconds_per_step": max(t_long - t_one, 1e-9) / new}
+    if "distill" in what:
+        teacher.config.use_cache = False
+        student_model = _build(text, family, layers, device, dtype)
+        student_model.load_state_dict(teacher.state_dict())
+        student_model.config.use_cache = False
+        group = int(q.get("group_size", 32))
+        layers_name, _ = decoder_layers(student_model)
+        ternary = {}
+        for name, m in student_model.named_modules():
+            if _eligible(name, m, layers_name, group):
+                W_q, scale = absmean.quantize(m.weight.detach().float(), absmean.AbsmeanConfig(group_size=group))
+                ternary[name] = TernaryTensor(W_q=W_q, scale=scale, group_size=group)
+        student = make_student(student_model, ternary, str(kd.get("latent_dtype", "float32")))
+        del ternary
+        micro = int(kd.get("micro_batch", 0)) or int(kd.get("batch_size", 1))
+        seqs = torch.randint(0, vocab, (micro, seq), generator=g).to(device)
+        cfg = KDConfig(steps=2, batch_size=micro, micro_batch=micro, grad_checkpointing=bool(kd.get("grad_checkpointing", True)),
+                       latent_dtype=str(kd.get("latent_dtype", "float32")), logit_chunk=int(kd.get("logit_chunk", 1024)),
+                       hidden_cos=float(kd.get("hidden_cos", 0.0)), checkpoint_every=1000)
+        marks: dict[str, float] = {}
+
+        def after(rec: dict) -> None:
+            if rec["step"] == 1:  # the steady state: both models, U, scales, gradients and Adam moments
+                marks["steady"] = meter.now()
+                meter.reset_peak()
+                meter.sync()
+                marks["t"] = time.perf_counter()
+
+        distill(teacher, student_model, student, seqs, cfg, on_step=after)
+        meter.sync()
+        out["distill"] = {"tokens": micro * seq, "seconds": time.perf_counter() - marks["t"], "steady_bytes": int(marks["steady"]),
+                          "peak_bytes": meter.peak(), "latent_params": sum(t.U.numel() for t in student.values())}
+        del student_model, student
+    del teacher
+    _free(meter)
+    return out
+
+
+def gptq_run(text: Any, family: str, q: dict[str, Any], device: str, dtype: torch.dtype, max_tokens: int) -> dict[str, Any]:
+    """GPTQ of one layer of each kind: inputs captured over the profile's calibration tokens (at most
+    `max_tokens`), `fasterquant` on every eligible linear with the profile's settings. Seconds per layer kind."""
+    from .quant.gptq import GPTQ, GPTQConfig
+    from .quant.model import decoder_layers
+
+    meter = Meter(device)
+    cal, gq = q.get("calibration", {}), q.get("gptq", {})
+    seq = int(cal.get("seq_len", 256))
+    tokens = min(int(cal.get("sequences", 64)) * seq, max_tokens)
+    batch = max(1, int(cal.get("batch_size", 1)))
+    layers_n = period(text)
+    model = _build(text, family, layers_n, device, dtype)
+    layers_name, layers = decoder_layers(model)
+    types = list(getattr(text, "layer_types", None) or ["full_attention"])
+    group = int(q.get("group_size", 32))
+    cfg = GPTQConfig(group_size=group, percdamp=float(gq.get("percdamp", 0.01)), actorder=bool(gq.get("actorder", False)))
+    first = {}
+    for i in range(layers_n):
+        first.setdefault(types[i % len(types)], i)
+    out: dict[str, Any] = {"tokens": tokens, "kinds": {}}
+    g = torch.Generator().manual_seed(2)
+    for kind, i in first.items():
+        linears = {n: m for n, m in layers[i].named_modules() if _eligible(f"{layers_name}.{i}.{n}", m, layers_name, group)}
+        gptqs = {n: GPTQ(m.weight) for n, m in linears.items()}
+        hooks = [m.register_forward_hook(lambda mod, inp, _o, n=n: gptqs[n].add_batch(inp[0].detach())) for n, m in linears.items()]
+
+        def capture() -> None:
+            with torch.no_grad():
+                done = 0
+                while done < tokens:
+                    rows = max(1, min(batch, (tokens - done) // seq))
+                    model(input_ids=torch.randint(0, int(text.vocab_size), (rows, seq), generator=g).to(device))
+                    done += rows * seq
+        t_capture = _timed(meter, capture)
+        for h in hooks:
+            h.remove()
+        t_quant = _timed(meter, lambda: [gptqs[n].fasterquant(m.weight, cfg) for n, m in linears.items()])
+        out["kinds"][kind] = {"matrices": len(linears), "capture_seconds": t_capture / layers_n, "quant_seconds": t_quant}
+        del gptqs
+    del model
+    _free(meter)
+    return out
+
+
+def kernel_run(text: Any, device: str, seq: int) -> dict[str, Any] | None:
+    """One forward and backward of fla's chunked delta rule at the model's width and `seq` tokens (CUDA only)."""
+    if not device.startswith("cuda") or not getattr(text, "linear_num_value_heads", None):
+        return None
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as m
+
+    h, k, v = text.linear_num_value_heads, text.linear_key_head_dim, text.linear_value_head_dim
+    dt = torch.bfloat16
+    q = torch.randn(1, seq, h, k, device=device, dtype=dt, requires_grad=True)
+    kk = torch.randn(1, seq, h, k, device=device, dtype=dt, requires_grad=True)
+    vv = torch.randn(1, seq, h, v, device=device, dtype=dt, requires_grad=True)
+    gate = (-torch.rand(1, seq, h, device=device)).requires_grad_(True)
+    beta = torch.rand(1, seq, h, device=device, dtype=dt).requires_grad_(True)
+
+    def step() -> None:
+        o, _ = m.torch_chunk_gated_delta_rule(q, kk, vv, g=gate, beta=beta, initial_state=None, output_final_state=False,
+                                              use_qk_l2norm_in_kernel=True)
+        o.float().sum().backward()
+    meter = Meter(device)
+    step()  # Triton compiles here
+    return {"tokens": seq, "heads": h, "seconds": _timed(meter, step)}
+
+
+# ------------------------------------------------------------------ the command
+def _config_dir(config: dict[str, Any]) -> Path:
+    """The directory holding the model's config.json: the fetched or local one, else config.json alone from the
+    hub at the locked commit (a few kB; the weights are not fetched)."""
+    if config.get("model_config_dir"):
+        return Path(config["model_config_dir"])
+    hub = config.get("model_hub")
+    if not hub:
+        raise ValueError("preflight: neither model_config_dir nor model_hub given")
+    import tempfile
+
+    from huggingface_hub import hf_hub_download
+
+    from .sources.hub_lock import endpoint
+
+    out = Path(tempfile.mkdtemp(prefix="ternforge-preflight-"))
+    path = hf_hub_download(repo_id=hub["repo"], filename="config.json", revision=hub["revision"], endpoint=endpoint(),
+                           local_dir=str(out))
+    return Path(path).parent
+
+
+def main(config: dict[str, Any]) -> dict[str, Any]:
+    from ternforge_server.loader import read_config
+
+    from .sources.hub_lock import PinRequest, check_access, endpoint
+
+    device, q = str(config.get("device", "cpu")), dict(config.get("quantize") or {})
+    facts: dict[str, Any] = {"torch": torch_facts()}
+    kern = kernels.probe()
+    facts["kernels"] = {**kern, "run": None, "run_error": None}
+
+    hub = []
+    if config.get("hub"):
+        from huggingface_hub import HfApi
+
+        api = HfApi(endpoint=endpoint())
+        for r in config["hub"]:
+            req = PinRequest.from_json(r["request"])
+            hub.append(check_access(req, api, r.get("commit")))
+            log(f"preflight: hub {req.name}: {'ok' if hub[-1]['ok'] else hub[-1]['error']}")
+    facts["hub"] = hub
+
+    text, family = read_config(_config_dir(config))
+    group = int(q.get("group_size", 32))
+    facts["model"] = model_facts(text, family, group)
+    facts["mini"] = None
+    usable = device == "cpu" or facts["torch"]["cuda_available"]
+    if not usable:
+        log(f"preflight: no CUDA device for {device}: the kernels and mini-runs are skipped")
+        return {"facts": facts}
+    if kern["fast_path"]:
+        try:
+            facts["kernels"]["run"] = kernel_run(text, device, int((q.get("kd") or {}).get("seq_len", 2048)))
+        except Exception as e:  # the point of the check: a kernel that fails here would fail hours in
+            facts["kernels"]["run_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+    phases = set(config.get("phases") or [])
+    if not phases:
+        return {"facts": facts}
+    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[str(q.get("dtype", "float32"))]
+    q["_gen_tokens"] = int(config.get("gen_tokens", 16))
+    per = facts["model"]["period"]
+    depths = []
+    for layers in (per, 2 * per):
+        log(f"preflight: mini-runs at {layers} layers ({', '.join(sorted(phases - {'gptq'}))})")
+        depths.append(depth_run(text, family, layers, q, device, dtype, phases - {"gptq"}))
+    mini: dict[str, Any] = {"depths": depths, "gptq": None}
+    if "gptq" in phases:
+        log("preflight: GPTQ of one layer of each kind")
+        mini["gptq"] = gptq_run(text, family, q, device, dtype, int(config.get("gptq_tokens", 1 << 20)))
+    facts["mini"] = mini
+    return {"facts": facts}

@@ -1,0 +1,164 @@
+/* Generated from schemas/preflight-report.schema.json by scripts/gen-types.ts. Do not edit. */
+
+/**
+ * <workdir>/.ternforge/<profile>/preflight.json, written by `tsx pipeline.ts preflight` (lib/preflight/command.ts): the go/no-go checks, the projected wall time of each long phase, and the facts they were decided from.
+ */
+export interface PreflightReport {
+  schema: 1;
+  profile: string;
+  /**
+   * ISO 8601 time the preflight finished.
+   */
+  created: string;
+  /**
+   * Wall time of the worker (checks and mini-runs).
+   */
+  seconds: number;
+  /**
+   * no-go when any check is no-go.
+   */
+  verdict: 'go' | 'no-go';
+  checks: {
+    check: string;
+    status: 'go' | 'no-go' | 'warn' | 'skip';
+    measured: string;
+    needed: string;
+    detail: string;
+  }[];
+  phases: {
+    phase: string;
+    /**
+     * Projected wall time on this machine; null where its mini-run did not run.
+     */
+    seconds: number | null;
+    /**
+     * What the projection multiplies: counts from the profile, times from the mini-runs.
+     */
+    basis: string;
+  }[];
+  /**
+   * Sum of the projected phases (the unmeasured ones excluded).
+   */
+  total_seconds: number;
+  unmeasured: string[];
+  host: {
+    mem_available_bytes: number;
+    mem_total_bytes: number;
+    disk_free_bytes: number;
+    disk_path: string;
+  };
+  facts: PreflightFacts;
+}
+export interface PreflightFacts {
+  torch: {
+    version: string;
+    /**
+     * torch.version.cuda: the CUDA the wheel was built for, null for a CPU build.
+     */
+    cuda_build: string | null;
+    cuda_available: boolean;
+    devices: {
+      name: string;
+      total_bytes: number;
+      capability: string;
+    }[];
+    /**
+     * The NVIDIA driver (nvidia-smi), null without one.
+     */
+    driver: string | null;
+  };
+  kernels: {
+    distributions: {
+      [k: string]: string | null;
+    };
+    selected: {
+      [k: string]: string;
+    };
+    fast_path: boolean;
+    /**
+     * One forward and backward of fla's chunked delta rule at the real width (CUDA with the fast path only).
+     */
+    run: null | {
+      tokens: number;
+      heads: number;
+      seconds: number;
+    };
+    run_error: string | null;
+  };
+  hub: HubAccess[];
+  model: {
+    /**
+     * Decoder layers by kind.
+     */
+    layers: {
+      [k: string]: number;
+    };
+    layer_count: number;
+    /**
+     * Ternary-eligible linear weights in one layer of each kind.
+     */
+    eligible_per_layer: {
+      [k: string]: number;
+    };
+    embedding_params: number;
+    total_params: number;
+    hidden: number;
+    vocab: number;
+    /**
+     * Layers in one repetition of the layer pattern: the mini-runs' first depth.
+     */
+    period: number;
+  };
+  mini: null | {
+    /**
+     * @minItems 2
+     * @maxItems 2
+     */
+    depths: [Depth, Depth];
+    gptq: null | {
+      tokens: number;
+      kinds: {
+        [k: string]: {
+          matrices: number;
+          capture_seconds: number;
+          quant_seconds: number;
+        };
+      };
+    };
+  };
+}
+export interface HubAccess {
+  name: string;
+  kind: 'model' | 'dataset';
+  repo: string;
+  ref: string;
+  commit: string | null;
+  gated: string | boolean | null;
+  /**
+   * A hub token is configured on this machine.
+   */
+  token: boolean;
+  files: number;
+  bytes: number;
+  ok: boolean;
+  error: string | null;
+}
+export interface Depth {
+  layers: number;
+  forward?: {
+    tokens: number;
+    seconds: number;
+  };
+  generate?: {
+    batch: number;
+    steps: number;
+    seconds_per_step: number;
+  };
+  distill?: {
+    tokens: number;
+    seconds: number;
+    steady_bytes: number;
+    peak_bytes: number;
+    latent_params: number;
+  };
+}

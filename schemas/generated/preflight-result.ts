@@ -1,0 +1,122 @@
+/* Generated from schemas/workers/preflight-result.schema.json by scripts/gen-types.ts. Do not edit. */
+
+/**
+ * The result event of `python -m ternforge preflight` (python/ternforge/preflight.py): facts measured on this machine, no decision (lib/preflight/decide.ts decides).
+ */
+export interface PreflightResult {
+  event: 'result';
+  facts: PreflightFacts;
+}
+export interface PreflightFacts {
+  torch: {
+    version: string;
+    /**
+     * torch.version.cuda: the CUDA the wheel was built for, null for a CPU build.
+     */
+    cuda_build: string | null;
+    cuda_available: boolean;
+    devices: {
+      name: string;
+      total_bytes: number;
+      capability: string;
+    }[];
+    /**
+     * The NVIDIA driver (nvidia-smi), null without one.
+     */
+    driver: string | null;
+  };
+  kernels: {
+    distributions: {
+      [k: string]: string | null;
+    };
+    selected: {
+      [k: string]: string;
+    };
+    fast_path: boolean;
+    /**
+     * One forward and backward of fla's chunked delta rule at the real width (CUDA with the fast path only).
+     */
+    run: null | {
+      tokens: number;
+      heads: number;
+      seconds: number;
+    };
+    run_error: string | null;
+  };
+  hub: HubAccess[];
+  model: {
+    /**
+     * Decoder layers by kind.
+     */
+    layers: {
+      [k: string]: number;
+    };
+    layer_count: number;
+    /**
+     * Ternary-eligible linear weights in one layer of each kind.
+     */
+    eligible_per_layer: {
+      [k: string]: number;
+    };
+    embedding_params: number;
+    total_params: number;
+    hidden: number;
+    vocab: number;
+    /**
+     * Layers in one repetition of the layer pattern: the mini-runs' first depth.
+     */
+    period: number;
+  };
+  mini: null | {
+    /**
+     * @minItems 2
+     * @maxItems 2
+     */
+    depths: [Depth, Depth];
+    gptq: null | {
+      tokens: number;
+      kinds: {
+        [k: string]: {
+          matrices: number;
+          capture_seconds: number;
+          quant_seconds: number;
+        };
+      };
+    };
+  };
+}
+export interface HubAccess {
+  name: string;
+  kind: 'model' | 'dataset';
+  repo: string;
+  ref: string;
+  commit: string | null;
+  gated: string | boolean | null;
+  /**
+   * A hub token is configured on this machine.
+   */
+  token: boolean;
+  files: number;
+  bytes: number;
+  ok: boolean;
+  error: string | null;
+}
+export interface Depth {
+  layers: number;
+  forward?: {
+    tokens: number;
+    seconds: number;
+  };
+  generate?: {
+    batch: number;
+    steps: number;
+    seconds_per_step: number;
+  };
+  distill?: {
+    tokens: number;
+    seconds: number;
+    steady_bytes: number;
+    peak_bytes: number;
+    latent_params: number;
+  };
+}

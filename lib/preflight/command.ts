@@ -97,7 +97,8 @@ export const preflightCommand: ExtraCommand = {
     const sec = s.profile.sections;
     const fm = sec['fetch-model'] as unknown as FetchModelParams;
     const localModel = fm.source !== 'hub';
-    const built = await ctx.runStages(localModel ? ['python-env', 'fetch-model'] : ['python-env']);
+    const first = (localModel ? ['python-env', 'fetch-model'] : ['python-env']).filter((st) => ctx.graph.defs.has(st));
+    const built = first.length > 0 ? await ctx.runStages(first) : 0;
     if (built !== 0) return built;
     const reopened = Session.open({ root: ctx.root, workdir: ctx.workdir, profile: ctx.profile, graph: ctx.graph, overrides: ctx.overrides });
     if (!reopened.ok) return 2;
@@ -105,7 +106,7 @@ export const preflightCommand: ExtraCommand = {
 
     const q = sec['quantize'] as unknown as QuantizeParams;
     const quality = sec['quality'] as { seq_len?: number; sequences?: number; device?: string } | undefined;
-    const hub = ['fetch-model', 'fetch-calib'].flatMap((stage) => {
+    const hub = ['fetch-model', 'fetch-calib'].filter((st) => ctx.graph.defs.has(st)).flatMap((stage) => {
       const standing = s.standingPins(stage);
       return s.pinRequests(stage).map((request) => ({ request, commit: standing[request.name]?.commit ?? null }));
     });
@@ -146,7 +147,7 @@ export const preflightCommand: ExtraCommand = {
       profile: ctx.profile,
       quantize: q,
       quality,
-      workersMinDriver: workersMinDriver(ctx.root, sec['python-env'] as PythonEnvParams),
+      workersMinDriver: workersMinDriver(ctx.root, (sec['python-env'] ?? {}) as PythonEnvParams),
       servingMinDriver: vw?.cuda_major !== undefined ? (MIN_DRIVER_BY_MAJOR[vw.cuda_major] ?? null) : null,
       checkpointBytes: facts.hub.find((h) => h.kind === 'model' && h.ok)?.bytes ?? null,
       calibrationBytes: facts.hub.filter((h) => calibNames.has(h.name)).reduce((n, h) => n + h.bytes, 0),

@@ -111,8 +111,7 @@ function latentBytes(q: QuantizeParams): number {
 }
 
 /** What a distillation checkpoint holds: U and its two Adam moments in the latent dtype, the scales and theirs in fp32. */
-export function checkpointBytesOf(facts: PreflightFacts, q: QuantizeParams): number {
-  const m = facts.model;
+export function checkpointBytesOf(m: NonNullable<PreflightFacts['model']>, q: QuantizeParams): number {
   const ternary = Object.entries(m.layers).reduce((n, [kind, count]) => n + (m.eligible_per_layer[kind] ?? 0) * count, 0);
   return 3 * ternary * latentBytes(q) + 3 * (ternary / q.group_size) * 4;
 }
@@ -126,7 +125,7 @@ export function decide(i: DecideInput): Decision {
   const m = facts.model;
   const distills = q.method === 'gptq+kd';
   const gptq = q.method === 'gptq' || q.method === 'gptq+kd';
-  const linearLayers = m.layers['linear_attention'] ?? 0;
+  const linearLayers = m === null ? 1 : (m.layers['linear_attention'] ?? 0); // unknown: as for Qwen3.5
 
   // the device and its drivers
   if (!cuda) row('device', 'go', `cpu (torch ${t.version})`, `quantize.device ${q.device ?? 'cpu'}`);
@@ -139,12 +138,32 @@ export function decide(i: DecideInput): Decision {
     else row(`driver (${stack})`, compareVersions(t.driver, min) >= 0 ? 'go' : 'no-go', t.driver, `>= ${min}`, stack === 'workers' ? `torch ${t.version} built for CUDA ${t.cuda_build}` : 'the submission\'s vLLM stack (CUDA 12)');
   }
 
+  // the hub
+  for (const h of facts.hub) {
+    const what = `${h.kind} ${h.repo}@${(h.commit ?? h.ref).slice(0, 12)}`;
+    row(`hub ${h.name}`, h.ok ? 'go' : 'no-go', h.ok ? `${what}: ${h.files} file(s), ${gb(h.bytes)}${h.gated ? `, gated (${h.gated}), token ok` : ''}` : what, 'readable', h.error ?? '');
+  }
+
+  // the kernels
+  const k = facts.kernels;
+  if (linearLayers === 0) row('kernels', 'skip', 'no Gated DeltaNet layers', '-');
+  else if (!cuda) row('kernels', 'go', `PyTorch delta rule (${k.fast_path ? 'fla importable: it would be taken on CPU tensors' : 'the CPU path'})`, 'any on CPU', k.fast_path ? 'flash-linear-attention is installed in a CPU environment: its Triton kernels cannot run CPU tensors' : '');
+  else if (!k.fast_path) row('kernels', q.allow_slow_kernels === true ? 'warn' : 'no-go', `transformers' PyTorch delta rule (flash-linear-attention ${k.distributions['flash-linear-attention'] ?? 'not installed'})`, 'flash-linear-attention (fla.ops.gated_delta_rule)', 'about 5x slower on the Gated DeltaNet layers (PLAN.md section 0); the CUDA profiles install python/requirements-cuda.lock.txt');
+  else if (k.run_error !== null) row('kernels', 'no-go', `fla ${k.distributions['flash-linear-attention']}: forward and backward failed`, 'one forward and backward at the real width', k.run_error);
+  else if (k.run !== null) row('kernels', 'go', `fla ${k.distributions['flash-linear-attention']}: forward+backward of ${k.run.tokens} tokens x ${k.run.heads} heads in ${duration(k.run.seconds)}`, 'flash-linear-attention');
+  else row('kernels', 'warn', `fla ${k.distributions['flash-linear-attention']} selected, not run`, 'one forward and backward', 'no CUDA device to run it on');
+
+  if (m === null) {
+    row('model', 'no-go', 'its config.json could not be read', "the model's config.json", facts.model_error ?? '');
+    return { verdict: 'no-go', checks, phases: [], total_seconds: 0, unmeasured: ["every memory, disk and time figure (they need the model's shape)"] };
+  }
+
   // memory
   const depths = facts.mini?.depths ?? [];
   const L = m.layer_count;
   const steady = atDepth(depths, L, (d) => d.distill?.steady_bytes);
   const peak = atDepth(depths, L, (d) => d.distill?.peak_bytes);
-  const ckpt = checkpointBytesOf(facts, q);
+  const ckpt = checkpointBytesOf(m, q);
   if (distills && peak !== null && steady !== null) {
     const need = Math.max(peak, steady);
     if (cuda && t.cuda_available) {
@@ -166,21 +185,6 @@ export function decide(i: DecideInput): Decision {
   const disk = 3 * model + (distills ? 2 * ckpt : 0) + i.calibrationBytes + (i.servingWheels ? SERVING_WHEELS_BYTES : 0);
   row('disk', disk <= i.host.disk_free_bytes ? 'go' : 'no-go', `${gb(i.host.disk_free_bytes)} free at ${i.host.disk_path}`, gb(disk),
     `checkpoint x3 (hub cache, store, interchange: ${gb(model)} each)${distills ? ` + 2 distillation checkpoints (${gb(ckpt)} each, one renamed over the other)` : ''} + calibration ${gb(i.calibrationBytes)}${i.servingWheels ? ` + serving wheels ${gb(SERVING_WHEELS_BYTES)}` : ''}`);
-
-  // the hub
-  for (const h of facts.hub) {
-    const what = `${h.kind} ${h.repo}@${(h.commit ?? h.ref).slice(0, 12)}`;
-    row(`hub ${h.name}`, h.ok ? 'go' : 'no-go', h.ok ? `${what}: ${h.files} file(s), ${gb(h.bytes)}${h.gated ? `, gated (${h.gated}), token ok` : ''}` : what, 'readable', h.error ?? '');
-  }
-
-  // the kernels
-  const k = facts.kernels;
-  if (linearLayers === 0) row('kernels', 'skip', 'no Gated DeltaNet layers', '-');
-  else if (!cuda) row('kernels', 'go', `PyTorch delta rule (${k.fast_path ? 'fla importable: it would be taken on CPU tensors' : 'the CPU path'})`, 'any on CPU', k.fast_path ? 'flash-linear-attention is installed in a CPU environment: its Triton kernels cannot run CPU tensors' : '');
-  else if (!k.fast_path) row('kernels', q.allow_slow_kernels === true ? 'warn' : 'no-go', `transformers' PyTorch delta rule (flash-linear-attention ${k.distributions['flash-linear-attention'] ?? 'not installed'})`, 'flash-linear-attention (fla.ops.gated_delta_rule)', 'about 5x slower on the Gated DeltaNet layers (PLAN.md section 0); the CUDA profiles install python/requirements-cuda.lock.txt');
-  else if (k.run_error !== null) row('kernels', 'no-go', `fla ${k.distributions['flash-linear-attention']}: forward and backward failed`, 'one forward and backward at the real width', k.run_error);
-  else if (k.run !== null) row('kernels', 'go', `fla ${k.distributions['flash-linear-attention']}: forward+backward of ${k.run.tokens} tokens x ${k.run.heads} heads in ${duration(k.run.seconds)}`, 'flash-linear-attention');
-  else row('kernels', 'warn', `fla ${k.distributions['flash-linear-attention']} selected, not run`, 'one forward and backward', 'no CUDA device to run it on');
 
   // the projection
   const phases: PhaseRow[] = [];

@@ -331,9 +331,12 @@ def _config_dir(config: dict[str, Any]) -> Path:
     from .sources.hub_lock import endpoint
 
     out = Path(tempfile.mkdtemp(prefix="ternforge-preflight-"))
-    path = hf_hub_download(repo_id=hub["repo"], filename="config.json", revision=hub["revision"], endpoint=endpoint(),
-                           local_dir=str(out))
-    return Path(path).parent
+    try:
+        hf_hub_download(repo_id=hub["repo"], filename="config.json", revision=hub["revision"], endpoint=endpoint(), local_dir=str(out))
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return out
 
 
 def main(config: dict[str, Any]) -> dict[str, Any]:
@@ -357,10 +360,20 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
             log(f"preflight: hub {req.name}: {'ok' if hub[-1]['ok'] else hub[-1]['error']}")
     facts["hub"] = hub
 
-    text, family = read_config(_config_dir(config))
-    group = int(q.get("group_size", 32))
-    facts["model"] = model_facts(text, family, group)
     facts["mini"] = None
+    try:
+        where = _config_dir(config)
+        try:
+            text, family = read_config(where)
+        finally:
+            if not config.get("model_config_dir"):
+                shutil.rmtree(where, ignore_errors=True)
+    except Exception as e:  # the hub row says why the source cannot be read; this says what it stops
+        facts["model"], facts["model_error"] = None, f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+        log(f"preflight: the model's config.json cannot be read ({facts['model_error']}): no shape, no mini-runs")
+        return {"facts": facts}
+    group = int(q.get("group_size", 32))
+    facts["model"], facts["model_error"] = model_facts(text, family, group), None
     usable = device == "cpu" or facts["torch"]["cuda_available"]
     if not usable:
         log(f"preflight: no CUDA device for {device}: the kernels and mini-runs are skipped")

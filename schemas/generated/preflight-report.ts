@@ -86,7 +86,10 @@ export interface PreflightFacts {
     run_error: string | null;
   };
   hub: HubAccess[];
-  model: {
+  /**
+   * The full model's shape; null when its config.json could not be read (model_error says why).
+   */
+  model: null | {
     /**
      * Decoder layers by kind.
      */
@@ -126,6 +129,7 @@ export interface PreflightFacts {
       };
     };
   };
+  model_error: string | null;
 }
 export interface HubAccess {
   name: string;

@@ -1,0 +1,228 @@
+/**
+ * `tsx pipeline.ts preflight`: the real command, worker and mini-runs on tiny (go), and its refusals with their
+ * messages: a CUDA profile on a machine without a GPU (device, and the kernels it would lack), a gated hub source
+ * without a token, with a token the hub refuses, and readable with one it accepts (a local hub,
+ * python/tests/hub_server.py --spec), and too little GPU memory for the 4B's distillation (decide() on the
+ * 4B's shape).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { engineSchemaSet } from '../engine/json-io.ts';
+import { atDepth, decide, type DecideInput } from '../lib/preflight/decide.ts';
+import type { PreflightReport } from '../schemas/generated/preflight-report.ts';
+import type { PreflightFacts } from '../schemas/generated/preflight-result.ts';
+
+const REPO = join(import.meta.dirname, '..');
+const VENV = process.env.TERNFORGE_VENV || join(REPO, '.ternforge', 'venv');
+let base: string;
+
+interface Cli {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+function run(cmd: string[], env: Record<string, string>): Promise<Cli> {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...cmd], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+}
+const baseEnv = (): Record<string, string> => ({ ...(process.env as Record<string, string>), TERNFORGE_VENV: VENV, HF_HUB_DISABLE_TELEMETRY: '1', HF_HOME: join(base, 'hf') });
+const row = (r: PreflightReport, check: string) => r.checks.find((c) => c.check === check);
+
+beforeAll(() => {
+  base = mkdtempSync(join(tmpdir(), 'ternforge-preflight-'));
+});
+afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+describe('on tiny (CPU)', () => {
+  let report: PreflightReport;
+  let tinyConfig: string;
+
+  test('every check is go, each long phase of gptq+kd is projected from its mini-run, and the report passes its schema', async () => {
+    const workdir = join(base, 'tiny');
+    const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', workdir], baseEnv());
+    expect(r.stderr).toContain('mini-runs at 4 layers');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^preflight tiny: GO\n/);
+    for (const c of ['device', 'host memory', 'disk', 'kernels']) expect(r.stdout).toMatch(new RegExp(`^go +${c} `, 'm'));
+    report = JSON.parse(readFileSync(join(workdir, '.ternforge', 'tiny', 'preflight.json'), 'utf8'));
+    expect(engineSchemaSet().validate('preflight-report.schema.json', report)).toEqual([]);
+    expect(report.verdict).toBe('go');
+    expect(report.phases.map((p) => p.phase)).toEqual(['float budget plan', 'sequential GPTQ', 'distillation', 'quality']);
+    for (const p of report.phases) expect(p.seconds, p.phase).toBeGreaterThan(0);
+    expect(report.total_seconds).toBeCloseTo(report.phases.reduce((n, p) => n + p.seconds!, 0), 6);
+    // the facts the projection came from: two depths, real distillation steps, GPTQ of each layer kind
+    const f = report.facts;
+    expect(f.model).toMatchObject({ layer_count: 4, layers: { linear_attention: 3, full_attention: 1 }, period: 4, hidden: 128 });
+    expect(f.mini!.depths.map((d) => d.layers)).toEqual([4, 8]);
+    expect(f.mini!.depths[1]!.distill!.latent_params).toBe(2 * f.mini!.depths[0]!.distill!.latent_params);
+    expect(Object.keys(f.mini!.gptq!.kinds).sort()).toEqual(['full_attention', 'linear_attention']);
+    expect(f.kernels.fast_path).toBe(false);
+    expect(f.torch.cuda_available).toBe(false);
+    tinyConfig = readFileSync(join(workdir, '.ternforge', 'tiny', 'fetch-model', 'outputs', 'model', 'config.json'), 'utf8');
+  }, 600_000);
+
+  test('a CUDA device asked for on a machine without one: no-go, naming the device and the kernels it would lack', async () => {
+    const workdir = join(base, 'tiny');
+    const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', workdir, '--set', 'quantize.device=cuda', '--no-mini'], baseEnv());
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toMatch(/^preflight tiny: NO-GO\n/);
+    expect(r.stdout).toMatch(/^no-go +device +no CUDA device \(torch 2\.13\.0\+cpu, CUDA build none\)/m);
+    expect(r.stdout).toMatch(/^no-go +kernels +transformers' PyTorch delta rule \(flash-linear-attention not installed\)/m);
+    expect(r.stdout).toContain('python/requirements-cuda.lock.txt');
+    const again = JSON.parse(readFileSync(join(workdir, '.ternforge', 'tiny', 'preflight.json'), 'utf8')) as PreflightReport;
+    expect(again.verdict).toBe('no-go');
+    expect(again.facts.mini).toBeNull();
+    // with the slow path allowed, the kernels are a warning and only the device stops the run
+    const slow = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', workdir, '--set', 'quantize.device=cuda', '--set', 'quantize.allow_slow_kernels=true', '--no-mini', '--json'], baseEnv());
+    const s = JSON.parse(slow.stdout) as PreflightReport;
+    expect([row(s, 'device')?.status, row(s, 'kernels')?.status]).toEqual(['no-go', 'warn']);
+  }, 600_000);
+
+  describe('hub sources (a local hub)', () => {
+    let server: ChildProcess;
+    let endpoint: string;
+    let root: string;
+    const specPath = (): string => join(base, 'hub-spec.json');
+
+    beforeAll(async () => {
+      root = join(base, 'root');
+      mkdirSync(join(root, 'profiles'), { recursive: true });
+      for (const d of readdirSync(REPO)) if (!['profiles', 'node_modules', '.ternforge', '.git'].includes(d)) symlinkSync(join(REPO, d), join(root, d));
+      const tiny = JSON.parse(readFileSync(join(REPO, 'profiles', 'tiny.json'), 'utf8')) as { name: string; description: string; stages: Record<string, Record<string, unknown>> };
+      tiny.name = 'pftest';
+      tiny.description = 'preflight against a local hub';
+      tiny.stages['fetch-model'] = { source: 'hub', repo: 'org/tiny', revision: 'main' };
+      (tiny.stages['fetch-calib']!.sources as unknown[]).push({ name: 'gated-calibration', kind: 'hub-files', dataset: 'org/gated', split: 'train', revision: 'main', role: 'calibration', rows: 10, buckets: [0, 70], files: ['data/train.parquet'], format: 'text', fields: ['text'] });
+      writeFileSync(join(root, 'profiles', 'pftest.json'), JSON.stringify(tiny, null, 2));
+      writeFileSync(join(root, 'profiles', 'pfabsent.json'), JSON.stringify({ ...tiny, name: 'pfabsent', stages: { ...tiny.stages, 'fetch-model': { source: 'hub', repo: 'org/absent', revision: 'main' } } }, null, 2));
+      writeFileSync(specPath(), JSON.stringify({
+        pushes: [
+          { kind: 'model', repo: 'org/tiny', files: { 'config.json': tinyConfig, 'model.safetensors': 'x'.repeat(1000) } },
+          { kind: 'dataset', repo: 'org/gated', files: { 'data/train.parquet': 'p'.repeat(2000) } },
+        ],
+        gates: [{ kind: 'dataset', repo: 'org/gated', tokens: ['hf_accepted'] }],
+      }));
+      server = spawn(join(VENV, 'bin', 'python'), [join(REPO, 'python', 'tests', 'hub_server.py'), '--spec', specPath()], { stdio: ['ignore', 'pipe', 'inherit'] });
+      endpoint = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: server.stdout! }).once('line', (line) => (line.startsWith('HF_ENDPOINT=') ? resolve(line.slice('HF_ENDPOINT='.length)) : reject(new Error(line))));
+        server.once('exit', (code) => reject(new Error(`hub_server exited ${code}`)));
+      });
+    });
+    afterAll(() => void server?.kill());
+
+    const preflight = async (token: string | null, profile = 'pftest'): Promise<{ r: Cli; report: PreflightReport }> => {
+      const env: Record<string, string> = { ...baseEnv(), HUB_ROOT: root, HF_ENDPOINT: endpoint };
+      if (token !== null) env.HF_TOKEN = token;
+      else delete env.HF_TOKEN;
+      const workdir = join(base, `hub-${profile}-${token ?? 'none'}`);
+      const r = await run([join(REPO, 'test', 'fixtures', 'preflight-pipeline.ts'), 'preflight', '--profile', profile, '--workdir', workdir, '--no-mini', '--json'], env);
+      if (r.stdout === '') throw new Error(`preflight printed no report (exit ${r.code}):\n${r.stderr}`);
+      return { r, report: JSON.parse(r.stdout) as PreflightReport };
+    };
+
+    test('a gated source without a token: no-go, saying to accept the terms and set HF_TOKEN; nothing downloaded', async () => {
+      const { r, report } = await preflight(null);
+      expect(r.code, r.stderr).toBe(1);
+      expect(row(report, 'hub model')).toMatchObject({ status: 'go' });
+      expect(row(report, 'hub model')!.measured).toMatch(/^model org\/tiny@[0-9a-f]{12}: 2 file\(s\)/);
+      const gated = row(report, 'hub gated-calibration')!;
+      expect(gated.status).toBe('no-go');
+      expect(gated.detail).toBe('dataset org/gated is gated (manual): accept its terms on the hub with your account, then set HF_TOKEN (or run `hf auth login`) on this machine');
+      // the model's config.json came from the hub at the listed commit; the mini-runs' shape is tiny's
+      expect(report.facts.model?.layer_count).toBe(4);
+      const hf = join(base, 'hf');
+      const downloaded = existsSync(hf) ? readdirSync(hf, { recursive: true }).map(String).filter((p) => p.endsWith('.parquet') || p.endsWith('.safetensors')) : [];
+      expect(downloaded).toEqual([]);
+    }, 300_000);
+
+    test('a token the hub refuses: no-go, naming the terms; the accepted token: go', async () => {
+      const refused = await preflight('hf_other');
+      expect(row(refused.report, 'hub gated-calibration')).toMatchObject({ status: 'no-go', detail: 'dataset org/gated is gated (manual) and the configured token may not read it: accept its terms on the hub with the token\'s account' });
+      const ok = await preflight('hf_accepted');
+      expect(ok.r.code, ok.r.stderr).toBe(0);
+      expect(row(ok.report, 'hub gated-calibration')).toMatchObject({ status: 'go' });
+      expect(row(ok.report, 'hub gated-calibration')!.measured).toContain('gated (manual), token ok');
+    }, 300_000);
+
+    test('a model repository the hub does not have: no-go for the source and for the shape it would give, still one table', async () => {
+      const { r, report } = await preflight('hf_accepted', 'pfabsent');
+      expect(r.code, r.stderr).toBe(1);
+      expect(row(report, 'hub model')).toMatchObject({ status: 'no-go', detail: 'model repository org/absent does not exist (or is private)' });
+      expect(row(report, 'model')).toMatchObject({ status: 'no-go', measured: 'its config.json could not be read' });
+      expect(row(report, 'model')!.detail).toMatch(/^RepositoryNotFoundError: /);
+      expect(report.phases).toEqual([]);
+    }, 300_000);
+  });
+});
+
+/** The qwen3.5-4b shape (DESIGN.md section 4) with distillation figures on the line PLAN.md section 3's table fits. */
+function fourB(latent: 'float32' | 'bfloat16', gpuBytes: number): DecideInput {
+  // steady state at d layers and the step above it, so that 32 layers give the table's 67.8 / 87.8 GB (fp32) and 39.7 / 59.7 GB (bf16)
+  const [fixed, perLayer] = latent === 'float32' ? [10e9, (67.8e9 - 10e9) / 32] : [6e9, (39.7e9 - 6e9) / 32];
+  const depth = (d: number) => ({ layers: d, distill: { tokens: 8192, seconds: 1 + 0.5 * d, steady_bytes: fixed + perLayer * d, peak_bytes: fixed + perLayer * d + 20e9, latent_params: d * 110_000_000 } });
+  const facts: PreflightFacts = {
+    torch: { version: '2.10.0+cu128', cuda_build: '12.8', cuda_available: true, devices: [{ name: 'NVIDIA H100 80GB HBM3', total_bytes: gpuBytes, capability: '9.0' }], driver: '570.86.15' },
+    kernels: { distributions: { 'flash-linear-attention': '0.6.0' }, selected: { chunk_gated_delta_rule: 'fla.ops.gated_delta_rule.chunk' }, fast_path: true, run: { tokens: 2048, heads: 32, seconds: 0.01 }, run_error: null },
+    hub: [],
+    model: { layers: { linear_attention: 24, full_attention: 8 }, layer_count: 32, eligible_per_layer: { linear_attention: 112_721_920, full_attention: 107_479_040 }, embedding_params: 635_699_200, total_params: 4_205_751_296, hidden: 2560, vocab: 248_320, period: 4 },
+    model_error: null,
+    mini: { depths: [depth(4), depth(8)], gptq: null },
+  };
+  return {
+    profile: 'qwen3.5-4b',
+    quantize: { method: 'gptq+kd', group_size: 32, device: 'cuda', dtype: 'bfloat16', kd: { steps: 2000, batch_size: 16, micro_batch: 4, seq_len: 2048, latent_dtype: latent } },
+    quality: undefined,
+    workersMinDriver: '525.60.13',
+    servingMinDriver: '525.60.13',
+    checkpointBytes: 9.3e9,
+    calibrationBytes: 2e9,
+    servingWheels: true,
+    host: { mem_available_bytes: 200e9, mem_total_bytes: 250e9, disk_free_bytes: 500e9, disk_path: '/data' },
+    facts,
+  };
+}
+
+describe('decide() on the 4B shape', () => {
+  test('the line through two depths reaches the table\'s figures at 32 layers', () => {
+    const f = fourB('float32', 80e9).facts;
+    expect(atDepth(f.mini!.depths, 32, (d) => d.distill?.peak_bytes)! / 1e9).toBeCloseTo(87.8, 6);
+  });
+
+  test('fp32 latents on an 80 GB card: no-go, pointing at bf16 latents; bf16 latents fit; the same fp32 run fits 141 GB', () => {
+    const tight = decide(fourB('float32', 80e9));
+    expect(tight.verdict).toBe('no-go');
+    const mem = tight.checks.find((c) => c.check === 'gpu memory (distillation)')!;
+    expect(mem.status).toBe('no-go');
+    expect(mem.needed).toBe('87.8 GB + 15% allocator margin = 101.0 GB');
+    expect(mem.detail).toContain('set quantize.kd.latent_dtype=bfloat16');
+    expect(decide(fourB('bfloat16', 80e9)).checks.find((c) => c.check === 'gpu memory (distillation)')!.status).toBe('go');
+    expect(decide(fourB('float32', 141e9)).verdict).toBe('go');
+  });
+
+  test('a driver older than CUDA 12 needs: no-go for both stacks; the checkpoint copy must fit host memory', () => {
+    const i = fourB('bfloat16', 80e9);
+    i.facts.torch.driver = '520.61.05';
+    const d = decide(i);
+    expect(d.checks.filter((c) => c.check.startsWith('driver')).map((c) => `${c.check} ${c.status} ${c.needed}`)).toEqual(['driver (workers) no-go >= 525.60.13', 'driver (serving) no-go >= 525.60.13']);
+    const small = fourB('float32', 141e9);
+    small.host.mem_available_bytes = 30e9;
+    const host = decide(small).checks.find((c) => c.check === 'host memory')!;
+    expect(host.status).toBe('no-go');
+    expect(host.detail).toMatch(/the checkpoint's copy in host memory \(4[0-9]\.\d GB\)/);
+  });
+
+  test('distillation is projected as steps x micro-batches x the fitted step time', () => {
+    const d = decide(fourB('bfloat16', 80e9));
+    const kd = d.phases.find((p) => p.phase === 'distillation')!;
+    expect(kd.seconds).toBeCloseTo(2000 * 4 * (1 + 0.5 * 32), 6);
+    expect(kd.basis).toBe('2000 steps x 4 micro-batch(es), each as measured');
+  });
+});

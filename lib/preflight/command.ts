@@ -9,7 +9,7 @@
  * (lib/preflight/decide.ts). The report is written to `<workdir>/.ternforge/<profile>/preflight.json`
  * (schemas/preflight-report.schema.json). Exit 0 on go, 1 on no-go, 2 on bad usage.
  */
-import { readFileSync, statfsSync } from 'node:fs';
+import { mkdirSync, readFileSync, statfsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { CommandContext, ExtraCommand } from '../../engine/cli.ts';
 import { formatFailure } from '../../engine/format-failure.ts';
@@ -26,11 +26,12 @@ import { cudaOf, MIN_DRIVER_BY_MAJOR } from '../submission/cuda.ts';
 import { parseCompiled } from '../submission/wheels.ts';
 import { formatStageFailure } from '../failures.ts';
 import { checkWorkerOutcome } from '../worker-results.ts';
-import { decide, formatDecision, type HostFacts } from './decide.ts';
+import { decide, formatDecision, type DecideInput, type HostFacts } from './decide.ts';
+import type { PreflightFacts } from '../../schemas/generated/preflight-result.ts';
 import { DEFAULT_REQUIREMENTS } from '../../engine/venv.ts';
 import { engineSchemaSet } from '../../engine/json-io.ts';
 
-const USAGE = 'usage: preflight [--profile <p>] [--no-mini] [--gen-tokens N] [--gptq-tokens N] [--json]';
+const USAGE = 'usage: preflight [--profile <p>] [--no-mini] [--gen-tokens N] [--gptq-tokens N] [--facts <gpu-check.json>] [--json]';
 export const REPORT_FILE = 'preflight.json';
 export const REPORT_SCHEMA = 'preflight-report.schema.json';
 
@@ -61,11 +62,25 @@ function workersMinDriver(root: string, env: PythonEnvParams): string | null {
   return cudaOf(parseCompiled(text))?.min_driver ?? null;
 }
 
-function parseArgs(args: readonly string[]): { json: boolean; mini: boolean; genTokens: number; gptqTokens: number } | string {
-  const o = { json: false, mini: true, genTokens: 16, gptqTokens: 1 << 20 };
+interface Options {
+  json: boolean;
+  mini: boolean;
+  genTokens: number;
+  gptqTokens: number;
+  /** A file bench/gpu-check.sh wrote: decide from its facts and host instead of measuring here. */
+  facts?: string;
+}
+
+function parseArgs(args: readonly string[]): Options | string {
+  const o: Options = { json: false, mini: true, genTokens: 16, gptqTokens: 1 << 20 };
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a === '--json') o.json = true;
+    else if (a === '--facts') {
+      const f = args[++i];
+      if (f === undefined) return '--facts needs a file (bench/gpu-check.sh writes one)';
+      o.facts = f;
+    }
     else if (a === '--no-mini') o.mini = false;
     else if (a === '--gen-tokens' || a === '--gptq-tokens') {
       const n = Number(args[++i]);
@@ -75,6 +90,91 @@ function parseArgs(args: readonly string[]): { json: boolean; mini: boolean; gen
     } else return `unexpected argument ${a}`;
   }
   return o;
+}
+
+/** The gpu-check file's serving bench (bench/gpu-builtin.py's JSON), as decide() reads it. */
+export type BuiltinBench = NonNullable<DecideInput['builtin']>;
+
+interface Measured {
+  facts: PreflightFacts;
+  host: HostFacts;
+  seconds: number;
+  builtin?: BuiltinBench;
+}
+
+/** Build what the worker needs, run it on this machine, add the host. */
+async function measure(ctx: CommandContext, o: Options): Promise<Measured | number> {
+  const opened = Session.open({ root: ctx.root, workdir: ctx.workdir, profile: ctx.profile, graph: ctx.graph, overrides: ctx.overrides });
+  if (!opened.ok) return usage(opened.error);
+  const fm = opened.value.profile.sections['fetch-model'] as unknown as FetchModelParams;
+  await opened.value.close();
+  const localModel = fm.source !== 'hub';
+  const first = (localModel ? ['python-env', 'fetch-model'] : ['python-env']).filter((st) => ctx.graph.defs.has(st));
+  const built = first.length > 0 ? await ctx.runStages(first) : 0;
+  if (built !== 0) return built;
+  const reopened = Session.open({ root: ctx.root, workdir: ctx.workdir, profile: ctx.profile, graph: ctx.graph, overrides: ctx.overrides });
+  if (!reopened.ok) return usage(reopened.error);
+  const s = reopened.value;
+  const sec = s.profile.sections;
+  const q = sec['quantize'] as unknown as QuantizeParams;
+  const hub = ['fetch-model', 'fetch-calib'].filter((st) => ctx.graph.defs.has(st)).flatMap((stage) => {
+    const standing = s.standingPins(stage);
+    return s.pinRequests(stage).map((request) => ({ request, commit: standing[request.name]?.commit ?? null }));
+  });
+  const config = {
+    device: q.device ?? 'cpu',
+    quantize: q,
+    hub,
+    model_config_dir: localModel ? join(s.upstreamDir('fetch-model'), 'model') : fm.local_path !== undefined ? resolve(ctx.root, fm.local_path) : null,
+    model_hub: fm.source === 'hub' && fm.local_path === undefined ? { repo: fm.repo, revision: hub.find((h) => h.request.kind === 'model')?.commit ?? fm.revision } : null,
+    phases: o.mini ? phasesFor(q, sec['quality'] !== undefined) : [],
+    gen_tokens: o.genTokens,
+    gptq_tokens: o.gptqTokens,
+  };
+  const abort = new AbortController();
+  const onSignal = (): void => abort.abort();
+  process.once('SIGINT', onSignal);
+  const t0 = performance.now();
+  const events = await runWorker({ stage: 'preflight', python: s.python, root: ctx.root, tmpDir: s.ws.tmpDir, signal: abort.signal, log: (l) => process.stderr.write(`[preflight] ${l}\n`) }, 'preflight', config);
+  process.off('SIGINT', onSignal);
+  await s.close();
+  if (!events.ok) {
+    process.stderr.write(`error: ${formatFailure(events.error)}\n`);
+    return events.error.reason === 'interrupted' ? 130 : 1;
+  }
+  const outcome = checkWorkerOutcome('preflight', events.value);
+  if (!outcome.ok) {
+    process.stderr.write(`error: ${formatStageFailure(outcome.error)}\n`);
+    return 1;
+  }
+  return { facts: outcome.value.facts, host: host(ctx.workdir), seconds: Math.round((performance.now() - t0) / 100) / 10 };
+}
+
+/** A file bench/gpu-check.sh wrote on a lent GPU: its facts and host, checked against the worker's schema. */
+function fromFile(path: string): Measured | number {
+  let raw: { facts?: unknown; host?: HostFacts; seconds?: { preflight?: number }; builtin?: BuiltinBench };
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (e) {
+    process.stderr.write(`preflight: --facts ${path}: ${(e as Error).message}\n`);
+    return 2;
+  }
+  const errors = engineSchemaSet().validate('workers/preflight-result.schema.json', { event: 'result', facts: raw.facts });
+  if (errors.length > 0 || raw.host === undefined) {
+    process.stderr.write(`preflight: --facts ${path} is not a gpu-check result: ${[...errors, ...(raw.host === undefined ? ['no host'] : [])].join('; ')}\n`);
+    return 2;
+  }
+  return { facts: raw.facts as PreflightFacts, host: raw.host, seconds: raw.seconds?.preflight ?? 0, ...(raw.builtin !== undefined ? { builtin: raw.builtin } : {}) };
+}
+
+/** The grader's burst: 16 requests of 4096 tokens, 300 s each (DESIGN.md), as far as the profile's smoke-serve section says otherwise. */
+function burstOf(ss: { concurrency?: number; max_tokens?: number; deadline_s?: number }): NonNullable<DecideInput['burst']> {
+  return { concurrency: ss.concurrency ?? 16, max_tokens: ss.max_tokens ?? 4096, deadline_s: ss.deadline_s ?? 300 };
+}
+
+function usage(f: Parameters<typeof formatFailure>[0]): number {
+  process.stderr.write(`error: ${formatFailure(f)}\n`);
+  return 2;
 }
 
 export const preflightCommand: ExtraCommand = {
@@ -87,86 +187,42 @@ export const preflightCommand: ExtraCommand = {
       process.stderr.write(`preflight: ${o}\n${USAGE}\n`);
       return 2;
     }
+    const m = o.facts !== undefined ? fromFile(o.facts) : await measure(ctx, o);
+    if (typeof m === 'number') return m;
     const opened = Session.open({ root: ctx.root, workdir: ctx.workdir, profile: ctx.profile, graph: ctx.graph, overrides: ctx.overrides });
-    if (!opened.ok) {
-      process.stderr.write(`error: ${formatFailure(opened.error)}\n`);
-      return 2;
-    }
-    let s = opened.value;
+    if (!opened.ok) return usage(opened.error);
+    const s = opened.value;
     await s.close();
     const sec = s.profile.sections;
-    const fm = sec['fetch-model'] as unknown as FetchModelParams;
-    const localModel = fm.source !== 'hub';
-    const first = (localModel ? ['python-env', 'fetch-model'] : ['python-env']).filter((st) => ctx.graph.defs.has(st));
-    const built = first.length > 0 ? await ctx.runStages(first) : 0;
-    if (built !== 0) return built;
-    const reopened = Session.open({ root: ctx.root, workdir: ctx.workdir, profile: ctx.profile, graph: ctx.graph, overrides: ctx.overrides });
-    if (!reopened.ok) return 2;
-    s = reopened.value;
-
-    const q = sec['quantize'] as unknown as QuantizeParams;
-    const quality = sec['quality'] as { seq_len?: number; sequences?: number; device?: string } | undefined;
-    const hub = ['fetch-model', 'fetch-calib'].filter((st) => ctx.graph.defs.has(st)).flatMap((stage) => {
-      const standing = s.standingPins(stage);
-      return s.pinRequests(stage).map((request) => ({ request, commit: standing[request.name]?.commit ?? null }));
-    });
-    const modelConfigDir = localModel ? join(s.upstreamDir('fetch-model'), 'model') : fm.local_path !== undefined ? resolve(ctx.root, fm.local_path) : null;
-    const modelHub = fm.source === 'hub' && fm.local_path === undefined ? { repo: fm.repo, revision: hub.find((h) => h.request.kind === 'model')?.commit ?? fm.revision } : null;
-    const config = {
-      device: q.device ?? 'cpu',
-      quantize: q,
-      hub,
-      model_config_dir: modelConfigDir,
-      model_hub: modelHub,
-      phases: o.mini ? phasesFor(q, quality !== undefined) : [],
-      gen_tokens: o.genTokens,
-      gptq_tokens: o.gptqTokens,
-    };
-    const abort = new AbortController();
-    const onSignal = (): void => abort.abort();
-    process.once('SIGINT', onSignal);
-    const t0 = performance.now();
-    const events = await runWorker({ stage: 'preflight', python: s.python, root: ctx.root, tmpDir: s.ws.tmpDir, signal: abort.signal, log: (l) => process.stderr.write(`[preflight] ${l}\n`) }, 'preflight', config);
-    process.off('SIGINT', onSignal);
-    await s.close();
-    if (!events.ok) {
-      process.stderr.write(`error: ${formatFailure(events.error)}\n`);
-      return 1;
-    }
-    const outcome = checkWorkerOutcome('preflight', events.value);
-    if (!outcome.ok) {
-      process.stderr.write(`error: ${formatStageFailure(outcome.error)}\n`);
-      return 1;
-    }
-    const facts = outcome.value.facts;
-    const calib = (sec['fetch-calib'] as unknown as FetchCalibParams | undefined)?.sources ?? [];
-    const calibNames = new Set(calib.map((c) => c.name));
+    const calibNames = new Set(((sec['fetch-calib'] as unknown as FetchCalibParams | undefined)?.sources ?? []).map((c) => c.name));
     const vw = sec['vendor-wheels'] as unknown as VendorWheelsParams | undefined;
-    const hostFacts = host(ctx.workdir);
     const decision = decide({
       profile: ctx.profile,
-      quantize: q,
-      quality,
+      quantize: sec['quantize'] as unknown as QuantizeParams,
+      quality: sec['quality'] as { seq_len?: number; sequences?: number } | undefined,
       workersMinDriver: workersMinDriver(ctx.root, (sec['python-env'] ?? {}) as PythonEnvParams),
       servingMinDriver: vw?.cuda_major !== undefined ? (MIN_DRIVER_BY_MAJOR[vw.cuda_major] ?? null) : null,
-      checkpointBytes: facts.hub.find((h) => h.kind === 'model' && h.ok)?.bytes ?? null,
-      calibrationBytes: facts.hub.filter((h) => calibNames.has(h.name)).reduce((n, h) => n + h.bytes, 0),
+      checkpointBytes: m.facts.hub.find((h) => h.kind === 'model' && h.ok)?.bytes ?? null,
+      calibrationBytes: m.facts.hub.filter((h) => calibNames.has(h.name)).reduce((n, h) => n + h.bytes, 0),
       servingWheels: vw?.cuda_major !== undefined,
-      host: hostFacts,
-      facts,
+      host: m.host,
+      facts: m.facts,
+      ...(m.builtin !== undefined ? { builtin: m.builtin } : {}),
+      ...(sec['smoke-serve'] !== undefined ? { burst: burstOf(sec['smoke-serve'] as { concurrency?: number; max_tokens?: number; deadline_s?: number }) } : {}),
     });
     const report: PreflightReport = {
       schema: 1,
       profile: ctx.profile,
       created: new Date().toISOString(),
-      seconds: Math.round((performance.now() - t0) / 100) / 10,
+      seconds: m.seconds,
+      source: o.facts ?? 'measured here',
       verdict: decision.verdict,
       checks: decision.checks,
       phases: decision.phases,
       total_seconds: decision.total_seconds,
       unmeasured: decision.unmeasured,
-      host: hostFacts,
-      facts,
+      host: m.host,
+      facts: m.facts,
     };
     const errors = engineSchemaSet().validate(REPORT_SCHEMA, report);
     if (errors.length > 0) {
@@ -174,6 +230,7 @@ export const preflightCommand: ExtraCommand = {
       return 1;
     }
     const path = join(dirname(s.ws.lockFile(ctx.profile)), REPORT_FILE);
+    mkdirSync(dirname(path), { recursive: true });
     writeFileAtomicSync(path, JSON.stringify(report, null, 2) + '\n');
     if (o.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
     else process.stdout.write(formatDecision(ctx.profile, decision) + `report: ${path}\n`);

@@ -50,6 +50,10 @@ export interface DecideInput {
   servingWheels: boolean;
   host: HostFacts;
   facts: PreflightFacts;
+  /** The grader's burst as the profile's smoke-serve section states it (requests at once, max_tokens, deadline). */
+  burst?: { concurrency: number; max_tokens: number; deadline_s: number };
+  /** bench/gpu-builtin.py's result, where the facts came from bench/gpu-check.sh. */
+  builtin?: { gpu: string | null; requests: number; tokens_per_request: number; wall_s: number; tok_s: number; step_ms_at_full_batch: { mean: number; p50: number; max: number } };
 }
 
 export interface Decision {
@@ -185,6 +189,16 @@ export function decide(i: DecideInput): Decision {
   const disk = 3 * model + (distills ? 2 * ckpt : 0) + i.calibrationBytes + (i.servingWheels ? SERVING_WHEELS_BYTES : 0);
   row('disk', disk <= i.host.disk_free_bytes ? 'go' : 'no-go', `${gb(i.host.disk_free_bytes)} free at ${i.host.disk_path}`, gb(disk),
     `checkpoint x3 (hub cache, store, interchange: ${gb(model)} each)${distills ? ` + 2 distillation checkpoints (${gb(ckpt)} each, one renamed over the other)` : ''} + calibration ${gb(i.calibrationBytes)}${i.servingWheels ? ` + serving wheels ${gb(SERVING_WHEELS_BYTES)}` : ''}`);
+
+  // the built-in engine's decode of the grader's burst (the fallback when vLLM cannot start)
+  if (i.builtin !== undefined && i.burst !== undefined) {
+    const b = i.builtin;
+    const scaled = b.wall_s * (i.burst.max_tokens / b.tokens_per_request);
+    const measured = `${b.requests} x ${b.tokens_per_request} tokens in ${duration(b.wall_s)} on ${b.gpu ?? 'cpu'} (step ${b.step_ms_at_full_batch.mean.toFixed(1)} ms mean)`;
+    const exact = b.tokens_per_request >= i.burst.max_tokens && b.requests >= i.burst.concurrency;
+    row('built-in engine burst', scaled <= i.burst.deadline_s ? 'go' : 'warn', measured, `${i.burst.concurrency} x ${i.burst.max_tokens} tokens in ${i.burst.deadline_s} s`,
+      exact ? '' : `${duration(scaled)} for ${i.burst.max_tokens} tokens, extrapolated per step from ${b.tokens_per_request} (a lower bound: full attention grows with the context)${b.requests < i.burst.concurrency ? `; measured at ${b.requests} requests` : ''}`);
+  }
 
   // the projection
   const phases: PhaseRow[] = [];

@@ -15,6 +15,10 @@ export interface PreflightReport {
    */
   seconds: number;
   /**
+   * 'measured here', or the gpu-check file (bench/gpu-check.sh) the facts were read from with --facts.
+   */
+  source: string;
+  /**
    * no-go when any check is no-go.
    */
   verdict: 'go' | 'no-go';

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# bench/gpu-check.sh: the one prepared device check (issue 34), sized for one run of at most 8 minutes on one
+# H100 of a stock image (torch 2.11 cu130, transformers 5.17, triton 3.6, no vLLM, no network, no node).
+#
+#   bench/gpu-check.sh --prepare   # here, online: the small wheels the device lacks into bench/gpu-wheels/
+#   bench/gpu-check.sh             # on the GPU: preflight mini-runs at the 4B shape + the built-in engine's decode
+#   bench/gpu-check.sh --tiny      # the same code path on this CPU in about a minute (the dry run; CI runs it)
+#
+# The GPU run installs bench/gpu-wheels/ (carried beside the tree: flash-linear-attention, fla-core, einops,
+# transformers 5.24 and the few wheels it needs newer than the image's; about 16 MB) into a venv over the image's
+# own torch, then runs the preflight worker (python/ternforge/preflight.py) with the qwen3.5-4b profile's quantize
+# section on a random model of the real config (no checkpoint, no hub), and bench/gpu-builtin.py (16 requests,
+# GPU_CHECK_TOKENS new tokens each, default 1024: a measured shorter decode, labelled as such; the 4096-token
+# burst is extrapolated from its step times by the preflight's report). One JSON result: $OUT/gpu-check.json
+# on the device tool, else bench/results/gpu-check[-tiny].json. Render its table here with
+#   npx tsx pipeline.ts preflight --profile qwen3.5-4b --facts bench/results/gpu-check.json
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+wheels="$root/bench/gpu-wheels"
+mode=gpu
+for a in "$@"; do
+  case "$a" in
+    --tiny) mode=tiny ;;
+    --prepare) mode=prepare ;;
+    *) echo "usage: bench/gpu-check.sh [--tiny | --prepare]" >&2; exit 2 ;;
+  esac
+done
+
+# The wheels the stock image lacks: exact pins from the CUDA workers' lock (python/requirements-cuda.lock.txt).
+PINNED=(fla-core flash-linear-attention einops transformers huggingface_hub tokenizers safetensors httpx2 httpcore2 truststore hf-xet typer)
+if [[ $mode == prepare ]]; then
+  mkdir -p "$wheels"
+  specs=()
+  for n in "${PINNED[@]}"; do
+    v=$(grep -iE "^${n//_/[-_]}==" "$root/python/requirements-cuda.lock.txt" | head -1 | sed -E 's/^[^=]+==([^ ;\\]+).*/\1/')
+    [[ -n $v ]] || { echo "gpu-check: $n is not in python/requirements-cuda.lock.txt" >&2; exit 1; }
+    specs+=("$n==$v")
+  done
+  PIP_CONFIG_FILE=/dev/null python3 -m pip download --quiet --no-deps --only-binary :all: --index-url https://pypi.org/simple \
+    --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --dest "$wheels" "${specs[@]}"
+  du -sh "$wheels"
+  exit 0
+fi
+
+started=$(date +%s)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [[ $mode == tiny ]]; then
+  # the CPU set: never flash-linear-attention here (transformers would send CPU tensors to its Triton kernels)
+  python="${TERNFORGE_VENV:-$root/.ternforge/venv}/bin/python"
+  [[ -x $python ]] || python=python3
+  device=cpu profile=tiny shape=tiny
+  result="${OUT:-$root/bench/results}/gpu-check-tiny.json"
+else
+  python3 -m venv --system-site-packages "$work/venv"
+  python="$work/venv/bin/python"
+  if compgen -G "$wheels/*.whl" > /dev/null; then
+    "$python" -m pip install --quiet --no-index --no-deps "$wheels"/*.whl
+  else
+    echo "gpu-check: no wheels in bench/gpu-wheels (run bench/gpu-check.sh --prepare first): the image's transformers, no fla" >&2
+  fi
+  device=cuda profile=qwen3.5-4b shape=qwen3.5-4b
+  result="${OUT:-$root/bench/results}/gpu-check.json"
+fi
+mkdir -p "$(dirname "$result")" "$work/model"
+export PYTHONPATH="$root/python" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+setup_s=$(( $(date +%s) - started ))
+
+# The model's config.json (the tiny generator's, at the profile's shape) and the preflight worker's config.
+"$python" - "$root" "$work" "$profile" "$device" "$shape" <<'EOF'
+import json, sys
+from pathlib import Path
+from ternforge.sources.tiny import build_config, build_tokenizer, shape_named
+root, work, profile, device, shape = sys.argv[1:]
+tok, s = build_tokenizer(), shape_named(shape)
+(Path(work) / "model" / "config.json").write_text(json.dumps(build_config(s, tok.ids, s.vocab_size or tok.vocab_size)))
+q = json.loads((Path(root) / "profiles" / f"{profile}.json").read_text())["stages"]["quantize"]
+q["device"] = device
+cfg = {"device": device, "quantize": q, "hub": [], "model_config_dir": str(Path(work) / "model"),
+       "phases": ["distill", "forward", "generate", "gptq"], "gen_tokens": 16, "gptq_tokens": 131072}
+(Path(work) / "preflight.json").write_text(json.dumps(cfg))
+EOF
+
+t=$(date +%s)
+"$python" -m ternforge preflight --config "$work/preflight.json" > "$work/events.jsonl"
+preflight_s=$(( $(date +%s) - t ))
+
+t=$(date +%s)
+if [[ $mode == tiny ]]; then
+  "$python" "$root/bench/gpu-builtin.py" --tiny --out "$work/builtin.json" > "$work/builtin.log"
+else
+  "$python" "$root/bench/gpu-builtin.py" --tokens "${GPU_CHECK_TOKENS:-1024}" --out "$work/builtin.json" > "$work/builtin.log"
+fi
+builtin_s=$(( $(date +%s) - t ))
+
+"$python" - "$work" "$result" "$mode" "$root" "$setup_s" "$preflight_s" "$builtin_s" <<'EOF'
+import json, os, sys, time
+from importlib import metadata
+work, result, mode, root, setup_s, preflight_s, builtin_s = sys.argv[1:]
+events = [json.loads(line) for line in open(os.path.join(work, "events.jsonl")) if line.startswith("{")]
+facts = next(e for e in events if e.get("event") == "result")["facts"]
+mem = {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in open("/proc/meminfo")) if k in ("MemAvailable", "MemTotal")}
+st = os.statvfs(root)
+def v(n):
+    try:
+        return metadata.version(n)
+    except metadata.PackageNotFoundError:
+        return None
+out = {"schema": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": mode,
+       "versions": {n: v(n) for n in ("torch", "transformers", "triton", "flash-linear-attention", "fla-core")},
+       "seconds": {"setup": int(setup_s), "preflight": int(preflight_s), "builtin": int(builtin_s)},
+       "host": {"mem_available_bytes": mem["MemAvailable"], "mem_total_bytes": mem["MemTotal"],
+                "disk_free_bytes": st.f_bavail * st.f_frsize, "disk_path": root},
+       "facts": facts, "builtin": json.load(open(os.path.join(work, "builtin.json")))}
+with open(result + ".tmp", "w") as f:
+    json.dump(out, f, indent=2)
+os.replace(result + ".tmp", result)
+print(json.dumps({"result": result, **out["seconds"], "kernels_fast_path": facts["kernels"]["fast_path"],
+                  "builtin_tok_s": out["builtin"]["tok_s"]}))
+EOF

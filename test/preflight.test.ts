@@ -163,6 +163,35 @@ describe('on tiny (CPU)', () => {
   });
 });
 
+describe('bench/gpu-check.sh --tiny (the device check\'s dry run on this CPU)', () => {
+  test('writes one JSON result that preflight --facts decides from, with the built-in burst row', async () => {
+    const out = join(base, 'gpu-check');
+    const env = { ...baseEnv(), OUT: out };
+    const sh = await new Promise<Cli>((resolve) => {
+      const child = spawn('bash', [join(REPO, 'bench', 'gpu-check.sh'), '--tiny'], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.once('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(sh.code, sh.stderr).toBe(0);
+    const file = join(out, 'gpu-check-tiny.json');
+    const result = JSON.parse(readFileSync(file, 'utf8'));
+    expect(result).toMatchObject({ schema: 1, mode: 'tiny', builtin: { tiny: true, requests: 16 } });
+    expect(result.facts.mini.depths).toHaveLength(2);
+    expect(result.facts.mini.depths[0].generate.steps).toBe(16);
+    const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts'), '--facts', file, '--json'], baseEnv());
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as PreflightReport;
+    expect(report.source).toBe(file);
+    expect(row(report, 'built-in engine burst')).toMatchObject({ status: 'go', needed: '16 x 64 tokens in 300 s' });
+    const bad = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts'), '--facts', join(REPO, 'package.json')], baseEnv());
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^preflight: --facts .*package\.json is not a gpu-check result: /m);
+  }, 600_000);
+});
+
 /** The qwen3.5-4b shape (DESIGN.md section 4) with distillation figures on the line PLAN.md section 3's table fits. */
 function fourB(latent: 'float32' | 'bfloat16', gpuBytes: number): DecideInput {
   // steady state at d layers and the step above it, so that 32 layers give the table's 67.8 / 87.8 GB (fp32) and 39.7 / 59.7 GB (bf16)

@@ -71,8 +71,10 @@ describe('on tiny (CPU)', () => {
 
   test('a CUDA device asked for on a machine without one: no-go, naming the device and the kernels it would lack', async () => {
     const workdir = join(base, 'tiny');
-    const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', workdir, '--set', 'quantize.device=cuda', '--no-mini'], baseEnv());
+    const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', workdir, '--set', 'quantize.device=cuda', '--no-mini'], { ...baseEnv(), CC: join(base, 'no-such-cc') });
     expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toMatch(/^no-go +C toolchain +missing +\(needs a C compiler and Python\.h/m);
+    expect(r.stdout).toContain(`the C compiler ${join(base, 'no-such-cc')} (CC) does not exist`);
     expect(r.stdout).toMatch(/^preflight tiny: NO-GO\n/);
     expect(r.stdout).toMatch(/^no-go +device +no CUDA device \(torch 2\.13\.0\+cpu, CUDA build none\)/m);
     expect(r.stdout).toMatch(/^no-go +kernels +transformers' PyTorch delta rule \(flash-linear-attention not installed\)/m);
@@ -200,6 +202,7 @@ function fourB(latent: 'float32' | 'bfloat16', gpuBytes: number): DecideInput {
   const facts: PreflightFacts = {
     torch: { version: '2.10.0+cu128', cuda_build: '12.8', cuda_available: true, devices: [{ name: 'NVIDIA H100 80GB HBM3', total_bytes: gpuBytes, capability: '9.0' }], driver: '570.86.15' },
     kernels: { distributions: { 'flash-linear-attention': '0.6.0' }, selected: { chunk_gated_delta_rule: 'fla.ops.gated_delta_rule.chunk' }, fast_path: true, run: { tokens: 2048, heads: 32, seconds: 0.01 }, run_error: null },
+    toolchain: { ok: true, cc: '/usr/bin/gcc', python_include: '/usr/include/python3.12', seconds: 0.1, error: null },
     hub: [],
     model: { layers: { linear_attention: 24, full_attention: 8 }, layer_count: 32, eligible_per_layer: { linear_attention: 112_721_920, full_attention: 107_479_040 }, embedding_params: 635_699_200, total_params: 4_205_751_296, hidden: 2560, vocab: 248_320, period: 4 },
     model_error: null,

@@ -156,6 +156,10 @@ export function decide(i: DecideInput): Decision {
   else if (k.run_error !== null) row('kernels', 'no-go', `fla ${k.distributions['flash-linear-attention']}: forward and backward failed`, 'one forward and backward at the real width', k.run_error);
   else if (k.run !== null) row('kernels', 'go', `fla ${k.distributions['flash-linear-attention']}: forward+backward of ${k.run.tokens} tokens x ${k.run.heads} heads in ${duration(k.run.seconds)}`, 'flash-linear-attention');
   else row('kernels', 'warn', `fla ${k.distributions['flash-linear-attention']} selected, not run`, 'one forward and backward', 'no CUDA device to run it on');
+  const tc = facts.toolchain;
+  const needsCc = cuda && linearLayers > 0;
+  row('C toolchain', tc.ok ? (needsCc ? 'go' : 'skip') : needsCc ? 'no-go' : 'skip', tc.ok ? `${tc.cc} with ${tc.python_include}/Python.h` : 'missing', needsCc ? "a C compiler and Python.h (Triton builds a launcher for each of fla's kernels)" : 'not on CPU',
+    tc.error ?? '');
 
   if (m === null) {
     row('model', 'no-go', 'its config.json could not be read', "the model's config.json", facts.model_error ?? '');

@@ -63,6 +63,19 @@ def torch_facts() -> dict[str, Any]:
             "devices": devices, "driver": driver_version() if available else None}
 
 
+def toolchain_facts() -> dict[str, Any]:
+    """Triton builds a C launcher for every kernel it loads (fla's among them): the server's check of a C compiler
+    and Python.h, with the compiler Triton would pick."""
+    import os
+
+    from ternforge_server.toolchain import ToolchainMissing, check_toolchain
+
+    try:
+        return {"ok": True, **check_toolchain(dict(os.environ)), "error": None}
+    except ToolchainMissing as e:
+        return {"ok": False, "cc": None, "python_include": None, "seconds": None, "error": str(e)}
+
+
 # ------------------------------------------------------------------ the model's shape
 def _mini_config(text: Any, layers: int) -> Any:
     c = copy.deepcopy(text)
@@ -348,6 +361,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     facts: dict[str, Any] = {"torch": torch_facts()}
     kern = kernels.probe()
     facts["kernels"] = {**kern, "run": None, "run_error": None}
+    facts["toolchain"] = toolchain_facts()
 
     hub = []
     if config.get("hub"):

@@ -43,6 +43,16 @@ export interface PreflightFacts {
     };
     run_error: string | null;
   };
+  /**
+   * The C compiler and Python.h Triton's launcher build needs (ternforge_server/toolchain.py check_toolchain).
+   */
+  toolchain: {
+    ok: boolean;
+    cc: string | null;
+    python_include: string | null;
+    seconds: number | null;
+    error: string | null;
+  };
   hub: HubAccess[];
   /**
    * The full model's shape; null when its config.json could not be read (model_error says why).

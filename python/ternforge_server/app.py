@@ -4,6 +4,14 @@ GET /health              200 once the upstream engine answers, 503 before (never
                          in its own process)
 GET /v1/models           the served model name
 POST /v1/chat/completions, POST /v1/completions   streaming (SSE, `data: [DONE]`) and not, with usage
+    completions: prompt as "text", [ids], ["a", "b"] or [[ids], [ids]] (one choice per prompt, `index` its
+    position, usage summed; at most MAX_PROMPTS); `logprobs` k <= MAX_COMPLETION_LOGPROBS (OpenAI's legacy
+    object), `echo` (the prompt first, its first token's logprob null; `max_tokens: 0` scores it only); the text
+    is what the model wrote, "" included. chat: `logprobs` / `top_logprobs` <= MAX_CHAT_TOP_LOGPROBS for the
+    answer's tokens; content is never empty, and a fallback the server wrote is marked
+    `ternforge.fallback_content: true` (the final chunk's, when streaming). Log-probabilities are the raw
+    model's (before penalties and temperature); see logprobs.py for the shapes.
+GET /tokenizer_info, POST /tokenize, POST /detokenize   vLLM's tokenizer endpoints (lm-eval's remote tokenizer)
 Errors are OpenAI-shaped `{"error": {"message", "type", "param", "code"}}` with a 4xx status for bad input
 and 503 when not ready or overloaded, 502 when the upstream fails; nothing a client sends can kill the process.
 A client that goes away (streaming or not) cancels its generation, which frees its slot upstream.
@@ -17,8 +25,10 @@ Hostile input is bounded before it costs anything (see `request_bounds`):
   keeps answering while a large request is handled;
 - a client-supplied chat template is refused (the server renders the submission's own template only), and so are
   fields that would change a reply's meaning which the server cannot honour (`tools` unless `tool_choice` is
-  "none", `response_format` other than text, `logprobs`/`top_logprobs`, `logit_bias`, `n` > 1, ...): each is a
-  400 whose `param` names the field. `n: null` means the default, 1 (OpenAI's semantics for null).
+  "none", `response_format` other than text, `logit_bias`, `n` > 1, `best_of`, `suffix`, ...): each is a
+  400 whose `param` names the field. `n: null` means the default, 1 (OpenAI's semantics for null);
+- counts past the contract's `api` bounds (prompts per request, `logprobs`, `top_logprobs`) and token ids outside
+  the vocabulary are 400s naming the field (and the prompt and id).
 """
 from __future__ import annotations
 

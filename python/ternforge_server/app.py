@@ -667,13 +667,6 @@ async def _collect_all(runs: list[AsyncIterator[Delta | Outcome]]) -> list[Outco
 async def _merged(runs: list[AsyncIterator[Delta | Outcome]]) -> AsyncIterator[tuple[int, Delta | Outcome]]:
     """The runs' items as they come, each with its run's index (the runs decode together). A failure of one
     run ends the merge with its error; closing the merge cancels every run."""
-    if len(runs) == 1:  # no tasks needed
-        try:
-            async for item in runs[0]:
-                yield 0, item
-        finally:
-            await runs[0].aclose()
-        return
     queue: asyncio.Queue = asyncio.Queue()
 
     async def pump(i: int, run: AsyncIterator[Delta | Outcome]) -> None:

@@ -4,6 +4,14 @@ GET /health              200 once the upstream engine answers, 503 before (never
                          in its own process)
 GET /v1/models           the served model name
 POST /v1/chat/completions, POST /v1/completions   streaming (SSE, `data: [DONE]`) and not, with usage
+    completions: prompt as "text", [ids], ["a", "b"] or [[ids], [ids]] (one choice per prompt, `index` its
+    position, usage summed; at most MAX_PROMPTS); `logprobs` k <= MAX_COMPLETION_LOGPROBS (OpenAI's legacy
+    object), `echo` (the prompt first, its first token's logprob null; `max_tokens: 0` scores it only); the text
+    is what the model wrote, "" included. chat: `logprobs` / `top_logprobs` <= MAX_CHAT_TOP_LOGPROBS for the
+    answer's tokens; content is never empty, and a fallback the server wrote is marked
+    `ternforge.fallback_content: true` (the final chunk's, when streaming). Log-probabilities are the raw
+    model's (before penalties and temperature); see logprobs.py for the shapes.
+GET /tokenizer_info, POST /tokenize, POST /detokenize   vLLM's tokenizer endpoints (lm-eval's remote tokenizer)
 Errors are OpenAI-shaped `{"error": {"message", "type", "param", "code"}}` with a 4xx status for bad input
 and 503 when not ready or overloaded, 502 when the upstream fails; nothing a client sends can kill the process.
 A client that goes away (streaming or not) cancels its generation, which frees its slot upstream.
@@ -17,8 +25,10 @@ Hostile input is bounded before it costs anything (see `request_bounds`):
   keeps answering while a large request is handled;
 - a client-supplied chat template is refused (the server renders the submission's own template only), and so are
   fields that would change a reply's meaning which the server cannot honour (`tools` unless `tool_choice` is
-  "none", `response_format` other than text, `logprobs`/`top_logprobs`, `logit_bias`, `n` > 1, ...): each is a
-  400 whose `param` names the field. `n: null` means the default, 1 (OpenAI's semantics for null).
+  "none", `response_format` other than text, `logit_bias`, `n` > 1, `best_of`, `suffix`, ...): each is a
+  400 whose `param` names the field. `n: null` means the default, 1 (OpenAI's semantics for null);
+- counts past the contract's `api` bounds (prompts per request, `logprobs`, `top_logprobs`) and token ids outside
+  the vocabulary are 400s naming the field (and the prompt and id).
 """
 from __future__ import annotations
 
@@ -38,7 +48,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .contract import PENALTY_RANGE
+from . import logprobs as lp
+from .contract import MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPROBS, MAX_PROMPTS, PENALTY_RANGE
 from .controller import Delta, EngineError, Outcome, ReasoningController, prompt_kind
 from .engine import QueueFull, Sampling
 
@@ -156,10 +167,6 @@ def _refuse_meaning_changes(body: dict, chat: bool) -> None:
         if rf is not None and rf != {"type": "text"}:
             raise _unsupported("response_format", 'only {"type": "text"} is produced; structured output is not '
                                "enforced", "unsupported_value")
-        if body.get("logprobs") not in (None, False):
-            raise _unsupported("logprobs", "log probabilities are not returned")
-        if body.get("top_logprobs") not in (None, 0):
-            raise _unsupported("top_logprobs", "log probabilities are not returned")
         if body.get("modalities") not in (None, ["text"]):
             raise _unsupported("modalities", 'only ["text"] is produced', "unsupported_value")
         if body.get("audio") is not None:
@@ -168,24 +175,19 @@ def _refuse_meaning_changes(body: dict, chat: bool) -> None:
             raise _unsupported("chat_template", "a client-supplied chat template is not accepted; the server "
                                "renders the submission's own template")
     else:
-        lp = body.get("logprobs")
-        if lp is not None and lp is not False:
-            raise _unsupported("logprobs", "log probabilities are not returned")
-        if body.get("echo") not in (None, False):
-            raise _unsupported("echo", "the prompt is not echoed")
         if body.get("best_of") not in (None, 1):
             raise _unsupported("best_of", "only best_of=1 is supported", "unsupported_value")
         if body.get("suffix") not in (None, ""):
             raise _unsupported("suffix", "insertion (a suffix) is not supported")
 
 
-def _common(body: dict, state: ServerState, chat: bool = True) -> dict:
+def _common(body: dict, state: ServerState, chat: bool = True, min_tokens: int = 1) -> dict:
     if body.get("n") is not None and (isinstance(body["n"], bool) or body["n"] != 1):
         raise ApiError(400, "only n=1 is supported", "n", "unsupported_value")
     _refuse_meaning_changes(body, chat)
-    mt = _int_field(body, "max_completion_tokens", 1, state.max_model_len)
+    mt = _int_field(body, "max_completion_tokens", min_tokens, state.max_model_len)
     if mt is None:
-        mt = _int_field(body, "max_tokens", 1, state.max_model_len)
+        mt = _int_field(body, "max_tokens", min_tokens, state.max_model_len)
     stop = body.get("stop")
     if stop is None:
         stops: list[str] = []
@@ -379,12 +381,30 @@ def _ready(state: ServerState) -> ReasoningController:
     return state.controller
 
 
-def _check_len(state: ServerState, n_prompt: int, max_tokens: int) -> None:
+def _check_len(state: ServerState, n_prompt: int, max_tokens: int, param: str = "messages") -> None:
     if n_prompt == 0:
-        raise ApiError(400, "the prompt is empty", "messages", "invalid_value")
+        raise ApiError(400, "the prompt is empty", param, "invalid_value")
     if n_prompt + max_tokens > state.max_model_len:
         raise ApiError(400, f"prompt ({n_prompt} tokens) plus max_tokens ({max_tokens}) exceeds the context "
-                       f"length {state.max_model_len}", "messages", "context_length_exceeded")
+                       f"length {state.max_model_len}", param, "context_length_exceeded")
+
+
+def _chat_logprobs(body: dict) -> int | None:
+    """The chat request's top_logprobs count when it asks for logprobs (`logprobs: true`), else None."""
+    want = body.get("logprobs")
+    if want is not None and not isinstance(want, bool):
+        raise ApiError(400, "'logprobs' must be a boolean", "logprobs", "invalid_type")
+    top = _int_field(body, "top_logprobs", 0, MAX_CHAT_TOP_LOGPROBS)
+    if top and not want:
+        raise ApiError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value")
+    return (top or 0) if want else None
+
+
+def _completion_logprobs(body: dict) -> int | None:
+    v = body.get("logprobs")
+    if v is None or v is False:
+        return None
+    return _int_field(body, "logprobs", 0, MAX_COMPLETION_LOGPROBS)
 
 
 def _prepare_chat(body: dict, state: ServerState) -> tuple:
@@ -394,6 +414,7 @@ def _prepare_chat(body: dict, state: ServerState) -> tuple:
         raise ApiError(400, "'messages' must be a non-empty list", "messages", "invalid_value")
     messages = [dict(zip(("role", "content"), _message_text(i, m))) for i, m in enumerate(msgs)]
     opts = _common(body, state)
+    opts["logprobs"] = _chat_logprobs(body)
     ctk = _template_kwargs(body)
     _check_chars(state, sum(len(m["content"]) for m in messages), "messages")
     controller = _ready(state)
@@ -404,27 +425,68 @@ def _prepare_chat(body: dict, state: ServerState) -> tuple:
     return controller, opts, prompt_ids, max_tokens, controller.thinking_open(prompt_text), prompt_kind(user_text)
 
 
-def _prepare_completion(body: dict, state: ServerState) -> tuple:
-    """Validation and tokenization of a completions request (run in a worker thread)."""
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    opts = _common(body, state, chat=False)
-    controller = _ready(state)
+def _is_id(t: Any) -> bool:
+    return isinstance(t, int) and not isinstance(t, bool)
+
+
+def _prompt_list(prompt: Any) -> list:
+    """OpenAI's four prompt shapes as a list of prompts, each a string or a list of token ids: "text",
+    [ids], ["text", ...], [[ids], ...]. Anything else (mixed lists, deeper nesting, non-integer ids) is a 400."""
+    shapes = "a string, a list of token ids, a list of strings or a list of lists of token ids"
     if isinstance(prompt, str):
-        _check_chars(state, len(prompt), "prompt")
-        prompt_ids = state.tokenizer.encode(prompt, add_special_tokens=False)
-    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        vocab = len(state.tokenizer)
-        if any(t < 0 or t >= vocab for t in prompt):
-            raise ApiError(400, f"prompt token ids must be in [0, {vocab})", "prompt", "invalid_value")
-        prompt_ids = list(prompt)
-    else:
-        raise ApiError(400, "'prompt' must be a non-empty string, a list of one string, or token ids",
-                       "prompt", "invalid_type")
-    max_tokens = opts["max_tokens"] or 16
-    _check_len(state, len(prompt_ids), max_tokens)
-    return controller, opts, prompt_ids, max_tokens
+        return [prompt]
+    if not isinstance(prompt, list) or not prompt:
+        raise ApiError(400, f"'prompt' must be {shapes} (not empty)", "prompt",
+                       "invalid_value" if prompt == [] else "invalid_type")
+    if all(_is_id(t) for t in prompt):
+        return [prompt]
+    if all(isinstance(p, str) for p in prompt):
+        return list(prompt)
+    if all(isinstance(p, list) for p in prompt):
+        for i, p in enumerate(prompt):
+            if not all(_is_id(t) for t in p):
+                raise ApiError(400, f"prompt[{i}] must be a list of integer token ids", "prompt", "invalid_type")
+        return list(prompt)
+    raise ApiError(400, f"'prompt' must be {shapes}", "prompt", "invalid_type")
+
+
+def _prepare_completion(body: dict, state: ServerState) -> tuple:
+    """Validation and tokenization of a completions request (run in a worker thread): the controller, the options
+    and, per prompt, (prompt ids, prompt text for echo)."""
+    echo = body.get("echo", False)
+    if echo is not None and not isinstance(echo, bool):
+        raise ApiError(400, "'echo' must be a boolean", "echo", "invalid_type")
+    opts = _common(body, state, chat=False, min_tokens=0 if echo else 1)
+    opts["echo"] = bool(echo)
+    opts["logprobs"] = _completion_logprobs(body)
+    prompts = _prompt_list(body.get("prompt"))
+    if len(prompts) > MAX_PROMPTS:
+        raise ApiError(400, f"'prompt' holds {len(prompts)} prompts; this server takes at most {MAX_PROMPTS} in one "
+                       "request", "prompt", "invalid_value")
+    _check_chars(state, sum(len(p) for p in prompts if isinstance(p, str)), "prompt")
+    controller = _ready(state)
+    max_tokens = 16 if opts["max_tokens"] is None else opts["max_tokens"]
+    vocab = len(state.tokenizer)
+    out = []
+    for i, p in enumerate(prompts):
+        name = "prompt" if len(prompts) == 1 else f"prompt[{i}]"
+        if isinstance(p, str):
+            ids = state.tokenizer.encode(p, add_special_tokens=False)
+        else:
+            bad = next((t for t in p if t < 0 or t >= vocab), None)
+            if bad is not None:
+                raise ApiError(400, f"{name}: token id {bad} is outside the vocabulary [0, {vocab})", "prompt",
+                               "invalid_value")
+            ids = list(p)
+        _check_len(state, len(ids), max_tokens, "prompt")
+        text = (p if isinstance(p, str) else state.tokenizer.decode(ids)) if opts["echo"] else ""
+        out.append((ids, text))
+    return controller, opts, out, max_tokens
+
+
+def _token_namer(tokenizer: Any):
+    """A token id's text, as the legacy and chat logprobs show it (special tokens included)."""
+    return lambda t: tokenizer.decode([t], skip_special_tokens=False)
 
 
 # ------------------------------------------------------------------------------------------ handlers
@@ -446,16 +508,18 @@ def build_app(state: ServerState) -> Starlette:
             body = await _json_body(request, state)
             controller, opts, prompt_ids, max_tokens, thinking, kind = await _off_loop(_prepare_chat, body, state)
             run = controller.run(prompt_ids, max_tokens=max_tokens, thinking=thinking, kind=kind, stop=opts["stop"],
-                                 sampling=opts["sampling"], arrived=arrived, budget=opts["reasoning_budget"])
+                                 sampling=opts["sampling"], arrived=arrived, budget=opts["reasoning_budget"],
+                                 logprobs=opts["logprobs"])
             rid = "chatcmpl-" + uuid.uuid4().hex
+            name = _token_namer(state.tokenizer)
             if opts["stream"]:
                 first = await _first_or_error(run)
-                return StreamingResponse(_chat_sse(rid, state.model_name, first, run, opts["include_usage"]),
+                return StreamingResponse(_chat_sse(rid, state.model_name, first, run, opts, name),
                                          media_type="text/event-stream")
-            outcome = await _collect_unless_gone(request, run)
+            outcome = await _collect_unless_gone(request, _collect(run))
             if outcome is None:
                 return Response(status_code=499)
-            return JSONResponse(_chat_json(rid, state.model_name, outcome))
+            return JSONResponse(_chat_json(rid, state.model_name, outcome, opts["logprobs"], name))
         except ApiError as e:
             return e.response()
 
@@ -463,22 +527,48 @@ def build_app(state: ServerState) -> Starlette:
         arrived = time.monotonic()
         try:
             body = await _json_body(request, state)
-            controller, opts, prompt_ids, max_tokens = await _off_loop(_prepare_completion, body, state)
-            run = controller.run(prompt_ids, max_tokens=max_tokens, thinking=False, stop=opts["stop"],
-                                 sampling=opts["sampling"], arrived=arrived)
+            controller, opts, prompts, max_tokens = await _off_loop(_prepare_completion, body, state)
+            # A completion is what the model wrote: no fallback text; the prompt is scored when echo asks logprobs.
+            runs = [controller.run(ids, max_tokens=max_tokens, thinking=False, stop=opts["stop"],
+                                   sampling=opts["sampling"], arrived=arrived, logprobs=opts["logprobs"],
+                                   echo=opts["echo"] and opts["logprobs"] is not None, fallback=False)
+                    for ids, _ in prompts]
             rid = "cmpl-" + uuid.uuid4().hex
+            name = _token_namer(state.tokenizer)
             if opts["stream"]:
-                first = await _first_or_error(run)
-                return StreamingResponse(_completion_sse(rid, state.model_name, first, run, opts["include_usage"]),
+                items = _merged(runs)
+                first = await _first_or_error(items)
+                return StreamingResponse(_completion_sse(rid, state.model_name, first, items, prompts, opts, name),
                                          media_type="text/event-stream")
-            outcome = await _collect_unless_gone(request, run)
-            if outcome is None:
+            outcomes = await _collect_unless_gone(request, _collect_all(runs))
+            if outcomes is None:
                 return Response(status_code=499)
+            choices = [_completion_choice(i, o, prompts[i], opts, name) for i, o in enumerate(outcomes)]
             return JSONResponse({"id": rid, "object": "text_completion", "created": int(time.time()),
-                                 "model": state.model_name,
-                                 "choices": [{"index": 0, "text": outcome.content, "logprobs": None,
-                                              "finish_reason": outcome.finish_reason}],
-                                 "usage": _usage(outcome)})
+                                 "model": state.model_name, "choices": choices, "usage": _usage(*outcomes)})
+        except ApiError as e:
+            return e.response()
+
+    async def tokenizer_info(_: Request) -> Response:
+        tok = state.tokenizer
+        if tok is None:
+            return ApiError(503, "the model is still loading", None, "not_ready", "server_error").response()
+        return JSONResponse({"tokenizer_class": type(tok).__name__, "eos_token": tok.eos_token,
+                             "bos_token": tok.bos_token, "pad_token": tok.pad_token, "unk_token": tok.unk_token,
+                             "chat_template": tok.chat_template, "model_max_length": state.max_model_len,
+                             "vocab_size": len(tok)})
+
+    async def tokenize(request: Request) -> Response:
+        try:
+            body = await _json_body(request, state)
+            return JSONResponse(await _off_loop(_tokenize, body, state))
+        except ApiError as e:
+            return e.response()
+
+    async def detokenize(request: Request) -> Response:
+        try:
+            body = await _json_body(request, state)
+            return JSONResponse(await _off_loop(_detokenize, body, state))
         except ApiError as e:
             return e.response()
 
@@ -500,6 +590,9 @@ def build_app(state: ServerState) -> Starlette:
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/tokenizer_info", tokenizer_info, methods=["GET"]),
+        Route("/tokenize", tokenize, methods=["POST"]),
+        Route("/detokenize", detokenize, methods=["POST"]),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: server_error})
 
@@ -515,9 +608,10 @@ async def _first_or_error(run: AsyncIterator[Delta | Outcome]) -> Delta | Outcom
         raise ApiError(502, f"the engine failed: {e}", None, "engine_error", "server_error") from None
 
 
-async def _collect_unless_gone(request: Request, run: AsyncIterator[Delta | Outcome]) -> Outcome | None:
-    """The Outcome, or None when the client disconnected first (the generation is then cancelled)."""
-    collect = asyncio.ensure_future(_collect(run))
+async def _collect_unless_gone(request: Request, collecting: Any) -> Any:
+    """What `collecting` (a coroutine over the runs) returns, or None when the client disconnected first (the
+    generations are then cancelled)."""
+    collect = asyncio.ensure_future(collecting)
     gone = asyncio.ensure_future(_wait_disconnect(request))
     try:
         await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -533,7 +627,6 @@ async def _collect_unless_gone(request: Request, run: AsyncIterator[Delta | Outc
         await collect
     except (asyncio.CancelledError, Exception):
         pass
-    await run.aclose()
     _log("client went away; its generation was cancelled")
     return None
 
@@ -546,31 +639,121 @@ async def _wait_disconnect(request: Request) -> None:
 
 
 async def _collect(run: AsyncIterator[Delta | Outcome]) -> Outcome:
-    item = await _first_or_error(run)
+    """The run's Outcome (its generation is closed however this ends: done, failed or cancelled)."""
     try:
-        while not isinstance(item, Outcome):
-            item = await run.__anext__()
-    except EngineError as e:
-        _log(f"engine failed: {e}")
-        raise ApiError(502, f"the engine failed: {e}", None, "engine_error", "server_error") from None
-    return item
+        item = await _first_or_error(run)
+        try:
+            while not isinstance(item, Outcome):
+                item = await run.__anext__()
+        except EngineError as e:
+            _log(f"engine failed: {e}")
+            raise ApiError(502, f"the engine failed: {e}", None, "engine_error", "server_error") from None
+        return item
+    finally:
+        await run.aclose()
 
 
-def _usage(o: Outcome) -> dict:
-    return {"prompt_tokens": o.prompt_tokens, "completion_tokens": o.completion_tokens,
-            "total_tokens": o.prompt_tokens + o.completion_tokens,
-            "completion_tokens_details": {"reasoning_tokens": o.reasoning_tokens}}
+async def _collect_all(runs: list[AsyncIterator[Delta | Outcome]]) -> list[Outcome]:
+    """Every run's Outcome, the runs decoding together; the first failure cancels the others."""
+    tasks = [asyncio.ensure_future(_collect(r)) for r in runs]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _chat_json(rid: str, model: str, o: Outcome) -> dict:
+async def _merged(runs: list[AsyncIterator[Delta | Outcome]]) -> AsyncIterator[tuple[int, Delta | Outcome]]:
+    """The runs' items as they come, each with its run's index (the runs decode together). A failure of one
+    run ends the merge with its error; closing the merge cancels every run."""
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def pump(i: int, run: AsyncIterator[Delta | Outcome]) -> None:
+        try:
+            async for item in run:
+                await queue.put((i, item, None))
+        except BaseException as e:  # noqa: BLE001 - handed to the reader
+            await queue.put((i, None, e))
+        finally:
+            await run.aclose()
+
+    tasks = [asyncio.ensure_future(pump(i, r)) for i, r in enumerate(runs)]
+    try:
+        done = 0
+        while done < len(runs):
+            i, item, err = await queue.get()
+            if err is not None:
+                raise err
+            if isinstance(item, Outcome):
+                done += 1
+            yield i, item
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _usage(*outcomes: Outcome) -> dict:
+    """Usage over all of a response's outcomes (one per prompt)."""
+    prompt = sum(o.prompt_tokens for o in outcomes)
+    completion = sum(o.completion_tokens for o in outcomes)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "completion_tokens_details": {"reasoning_tokens": sum(o.reasoning_tokens for o in outcomes)}}
+
+
+def _ternforge(o: Outcome) -> dict:
+    """The server's own key on a chat response: `fallback_content` true marks content the server wrote (the model
+    gave no answer), which an evaluation must not score as the model's."""
+    return {"thinking_cut": o.thinking_cut, "fallback_content": o.fallback, "engine_finish": o.engine_finish}
+
+
+def _chat_json(rid: str, model: str, o: Outcome, top: int | None, name: Any) -> dict:
     message: dict = {"role": "assistant", "content": o.content}
     if o.reasoning is not None:
         message["reasoning_content"] = o.reasoning
+    logprobs = None if top is None else lp.chat([] if o.fallback else o.logprobs, name, top)
     return {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": o.finish_reason}],
-            "usage": _usage(o),
-            "ternforge": {"thinking_cut": o.thinking_cut, "fallback_content": o.fallback,
-                          "engine_finish": o.engine_finish}}
+            "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": o.finish_reason}],
+            "usage": _usage(o), "ternforge": _ternforge(o)}
+
+
+def _completion_choice(index: int, o: Outcome, prompt: tuple[list[int], str], opts: dict, name: Any) -> dict:
+    ids, prompt_text = prompt
+    logprobs = None
+    if opts["logprobs"] is not None:
+        entries: list = list(o.logprobs)
+        tokens = [e.token for e in o.logprobs]
+        if opts["echo"]:
+            entries, tokens = list(o.prompt_logprobs or [None] * len(ids)) + entries, ids + tokens
+        logprobs = lp.legacy(entries, tokens, name)
+    return {"index": index, "text": prompt_text + o.content, "logprobs": logprobs, "finish_reason": o.finish_reason}
+
+
+def _tokenize(body: dict, state: ServerState) -> dict:
+    """vLLM's /tokenize for a text prompt: {"prompt", "add_special_tokens" (default true)} -> tokens."""
+    _ready(state)
+    if "messages" in body:
+        raise _unsupported("messages", "/tokenize takes a text prompt; render chats through /v1/chat/completions")
+    prompt, special = body.get("prompt"), body.get("add_special_tokens", True)
+    if not isinstance(prompt, str):
+        raise ApiError(400, "'prompt' must be a string", "prompt", "invalid_type")
+    if not isinstance(special, bool):
+        raise ApiError(400, "'add_special_tokens' must be a boolean", "add_special_tokens", "invalid_type")
+    _check_chars(state, len(prompt), "prompt")
+    tokens = state.tokenizer.encode(prompt, add_special_tokens=special)
+    return {"tokens": tokens, "count": len(tokens), "max_model_len": state.max_model_len}
+
+
+def _detokenize(body: dict, state: ServerState) -> dict:
+    """vLLM's /detokenize: {"tokens": [ids]} -> {"prompt": text} (special tokens kept)."""
+    _ready(state)
+    tokens, vocab = body.get("tokens"), len(state.tokenizer)
+    if not isinstance(tokens, list) or not all(_is_id(t) for t in tokens):
+        raise ApiError(400, "'tokens' must be a list of integer token ids", "tokens", "invalid_type")
+    if any(t < 0 or t >= vocab for t in tokens):
+        raise ApiError(400, f"token ids must be in [0, {vocab})", "tokens", "invalid_value")
+    return {"prompt": state.tokenizer.decode(tokens)}
 
 
 def _sse(obj: dict) -> str:
@@ -578,25 +761,29 @@ def _sse(obj: dict) -> str:
 
 
 async def _chat_sse(rid: str, model: str, first: Delta | Outcome, run: AsyncIterator[Delta | Outcome],
-                    include_usage: bool) -> AsyncIterator[str]:
+                    opts: dict, name: Any) -> AsyncIterator[str]:
     created = int(time.time())
+    top = opts["logprobs"]
 
-    def chunk(delta: dict, finish: str | None = None) -> str:
+    def chunk(delta: dict, finish: str | None = None, logprobs: dict | None = None, **extra: Any) -> str:
         return _sse({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                     "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+                     "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}],
+                     **extra})
 
     yield chunk({"role": "assistant", "content": ""})
     item: Delta | Outcome | None = first
     try:
         while item is not None:
             if isinstance(item, Outcome):
-                yield chunk({}, item.finish_reason)
-                if include_usage:
+                yield chunk({}, item.finish_reason, ternforge=_ternforge(item))
+                if opts["include_usage"]:
                     yield _sse({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
                                 "choices": [], "usage": _usage(item)})
                 break
-            key = "reasoning_content" if item.kind == "reasoning" else "content"
-            yield chunk({key: item.text})
+            if item.kind == "reasoning":
+                yield chunk({"reasoning_content": item.text})
+            else:  # content; a fallback's Delta has no logprobs (no model token wrote it)
+                yield chunk({"content": item.text}, logprobs=None if top is None else lp.chat(item.logprobs, name, top))
             item = await run.__anext__()
     except Exception as e:  # never leave the client hanging mid-stream
         _log(f"stream failed: {e!r}")
@@ -606,28 +793,52 @@ async def _chat_sse(rid: str, model: str, first: Delta | Outcome, run: AsyncIter
     yield "data: [DONE]\n\n"
 
 
-async def _completion_sse(rid: str, model: str, first: Delta | Outcome, run: AsyncIterator[Delta | Outcome],
-                          include_usage: bool) -> AsyncIterator[str]:
+async def _completion_sse(rid: str, model: str, first: tuple[int, Delta | Outcome],
+                          items: AsyncIterator[tuple[int, Delta | Outcome]], prompts: list[tuple[list[int], str]],
+                          opts: dict, name: Any) -> AsyncIterator[str]:
+    """One chunk per piece of each prompt's completion (`index` names the prompt). With echo a prompt's first
+    chunk is its text (with its logprobs when asked); text_offset counts on across a choice's chunks."""
     created = int(time.time())
+    offsets = [0] * len(prompts)
+    echoed = [not opts["echo"]] * len(prompts)
+    outcomes: list[Outcome] = []
 
-    def chunk(text: str, finish: str | None = None) -> str:
+    def chunk(i: int, text: str, tokens: list[int] | None = None, entries: list | None = None,
+              finish: str | None = None) -> str:
+        logprobs = None
+        if opts["logprobs"] is not None:
+            logprobs = lp.legacy(entries or [], tokens or [], name, offsets[i])
+            offsets[i] += sum(len(t) for t in logprobs["tokens"])
         return _sse({"id": rid, "object": "text_completion", "created": created, "model": model,
-                     "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}]})
+                     "choices": [{"index": i, "text": text, "logprobs": logprobs, "finish_reason": finish}]})
 
-    item: Delta | Outcome | None = first
+    def echo(i: int, entries: list | None) -> str:
+        echoed[i] = True
+        ids, text = prompts[i]
+        return chunk(i, text, ids, entries if entries is not None else [None] * len(ids))
+
+    item: tuple[int, Delta | Outcome] | None = first
     try:
         while item is not None:
-            if isinstance(item, Outcome):
-                yield chunk("", item.finish_reason)
-                if include_usage:
-                    yield _sse({"id": rid, "object": "text_completion", "created": created, "model": model,
-                                "choices": [], "usage": _usage(item)})
-                break
-            yield chunk(item.text)
-            item = await run.__anext__()
+            i, piece = item
+            if isinstance(piece, Delta) and piece.kind == "prompt":
+                yield echo(i, piece.logprobs)
+            else:
+                if not echoed[i]:  # echo without logprobs: the text only, before the completion's
+                    yield echo(i, None)
+                if isinstance(piece, Outcome):
+                    outcomes.append(piece)
+                    yield chunk(i, "", finish=piece.finish_reason)
+                else:
+                    yield chunk(i, piece.text, [e.token for e in piece.logprobs], piece.logprobs)
+            item = await items.__anext__()
+    except StopAsyncIteration:
+        if opts["include_usage"]:
+            yield _sse({"id": rid, "object": "text_completion", "created": created, "model": model,
+                        "choices": [], "usage": _usage(*outcomes)})
     except Exception as e:
         _log(f"stream failed: {e!r}")
         yield _sse({"error": {"message": str(e), "type": "server_error", "param": None, "code": None}})
     finally:
-        await run.aclose()
+        await items.aclose()
     yield "data: [DONE]\n\n"

@@ -1,5 +1,6 @@
 """schemas/contract.json, the values the Python side shares with the TypeScript side (exempt tensor prefixes,
-gate thresholds, the packing convention with its golden bytes, the submission's file names, the penalty range).
+gate thresholds, the packing convention with its golden bytes, the submission's file names, the penalty range,
+the API's request bounds).
 
 Found beside this module when it runs from a submission (emit ships the contract as
 `server/ternforge_server/contract.json`), else at the repository's `schemas/contract.json`. The quantizer and
@@ -69,6 +70,11 @@ MANIFEST_FORMAT: str = CONTRACT["manifest_format"]
 SUBMISSION: dict[str, str] = dict(CONTRACT["submission"])
 
 PENALTY_RANGE: tuple[float, float] = (float(CONTRACT["sampling"]["penalty_min"]), float(CONTRACT["sampling"]["penalty_max"]))
+
+# Bounds on one API request (app.py): completions `logprobs`, chat `top_logprobs`, prompts per /v1/completions.
+MAX_COMPLETION_LOGPROBS: int = int(CONTRACT["api"]["max_completion_logprobs"])
+MAX_CHAT_TOP_LOGPROBS: int = int(CONTRACT["api"]["max_chat_top_logprobs"])
+MAX_PROMPTS: int = int(CONTRACT["api"]["max_prompts"])
 
 
 def is_exempt_name(name: str) -> bool:

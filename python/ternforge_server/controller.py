@@ -5,9 +5,15 @@ Qwen's chat template opens `<think>` in the prompt. The controller lets the mode
 choice, math, code, or a default), or less when the thinking falls into a repetition loop or the wall-clock
 deadline nears. It then cancels the generation, appends a closing phrase ending in `</think>`, and lets the
 model answer within what is left of max_tokens. If the model closes `</think>` itself, it answers in the same
-generation. `content` is the answer only (never the reasoning, never empty: a short fallback, logged, if the
-model gives nothing); `reasoning_content` is the thinking. finish_reason is honest: `stop` when the model
-ended the answer itself (an end-of-sequence token or a stop string), `length` when it was cut.
+generation. `content` is the answer only (never the reasoning); for chat never empty: a short fallback, logged
+and flagged (`Outcome.fallback`), if the model gives nothing; a completion (`fallback=False`) is what the model
+wrote, "" included. `reasoning_content` is the thinking. finish_reason is honest: `stop` when the model ended the
+answer itself (an end-of-sequence token or a stop string), `length` when it was cut.
+
+With `logprobs=k` each content Delta carries the logprobs of the answer tokens consumed since the previous one
+(the tokens of a stop string's match included, as vLLM counts them) and the Outcome all of them; with `echo` a
+Delta of kind "prompt" carries the prompt's, before any content. `max_tokens=0` (echo only) scores the prompt
+and generates nothing.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Protocol
 
 from .engine import GenerationStream, Sampling
+from .logprobs import TokenLogprob
 
 CLOSING_PHRASE = ("\n\nConsidering the limited time, I have to give the solution based on the thinking "
                   "directly now.\n</think>\n\n")
@@ -44,7 +51,8 @@ def _raise_if_failed(stream: GenerationStream) -> None:
 
 class Engine(Protocol):
     def generate(self, ids: list[int], max_new: int, stop_ids: Any = (), deadline: float | None = None,
-                 sampling: Sampling = Sampling()) -> GenerationStream: ...
+                 sampling: Sampling = Sampling(), logprobs: int | None = None,
+                 echo: bool = False) -> GenerationStream: ...
 
 
 @dataclass(frozen=True)
@@ -127,10 +135,11 @@ class IncrementalDecoder:
 
 @dataclass
 class Delta:
-    """A streamed piece of the reply: kind is 'reasoning' or 'content'."""
+    """A streamed piece of the reply: kind is 'reasoning', 'content' or 'prompt' (echo: logprobs only)."""
 
     kind: str
     text: str
+    logprobs: list[TokenLogprob | None] = field(default_factory=list)
 
 
 @dataclass
@@ -144,6 +153,8 @@ class Outcome:
     thinking_cut: str | None = None  # budget | repetition | deadline | no-close | None
     fallback: bool = False
     engine_finish: str = ""
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # the answer tokens', when asked for
+    prompt_logprobs: list[TokenLogprob | None] | None = None  # with echo
 
 
 class ReasoningController:
@@ -180,7 +191,8 @@ class ReasoningController:
 
     async def run(self, prompt_ids: list[int], *, max_tokens: int, thinking: bool, kind: str = "default",
                   stop: list[str] | None = None, sampling: Sampling = Sampling(),
-                  arrived: float | None = None, budget: int | None = None) -> AsyncIterator[Delta | Outcome]:
+                  arrived: float | None = None, budget: int | None = None, logprobs: int | None = None,
+                  echo: bool = False, fallback: bool = True) -> AsyncIterator[Delta | Outcome]:
         """Yield Delta pieces as they come, then one Outcome. `budget` caps thinking below the derived one."""
         cfg = self.cfg
         start = arrived if arrived is not None else time.monotonic()
@@ -194,6 +206,20 @@ class ReasoningController:
         engine_finish = ""
         in_thinking = thinking
         answer = _AnswerState(self.tok, stop, self.think_marks)
+        answer_lps: list[TokenLogprob] = []
+        pending: list[TokenLogprob | None] = []  # answer logprobs not yet handed out with a Delta
+        prompt_lps: list[TokenLogprob | None] | None = None
+
+        if max_tokens == 0:  # echo only: score the prompt (one token generated upstream, dropped)
+            if echo:
+                stream = self.engine.generate(prompt_ids, 1, (), deadline, sampling, logprobs, echo=True)
+                await stream.result()
+                _raise_if_failed(stream)
+                prompt_lps = stream.prompt_logprobs
+                yield Delta("prompt", "", list(prompt_lps or []))
+            yield Outcome(content="", reasoning=None, finish_reason="length", prompt_tokens=len(prompt_ids),
+                          completion_tokens=0, reasoning_tokens=0, engine_finish="length", prompt_logprobs=prompt_lps)
+            return
 
         derived = thinking_budget(max_tokens, kind, cfg, len(self.closing_ids)) if thinking else 0
         budget = derived if budget is None else min(derived, budget)
@@ -201,9 +227,10 @@ class ReasoningController:
             thinking_cut = "budget"  # no room to think: close at once and answer
         elif thinking:
             dec = IncrementalDecoder(self.tok)
-            stream = self.engine.generate(prompt_ids, max_tokens, self.eos_ids, deadline, sampling)
+            stream = self.engine.generate(prompt_ids, max_tokens, self.eos_ids, deadline, sampling, logprobs)
             try:
                 async for tok in stream:
+                    index = used
                     used += 1
                     if in_thinking:
                         if tok == self.think_end:
@@ -223,9 +250,13 @@ class ReasoningController:
                             break
                     else:
                         answer_ids.append(tok)
+                        if logprobs is not None:
+                            pending.append(stream.logprobs[index])
+                            answer_lps.append(stream.logprobs[index])
                         text = answer.push(tok)
                         if text:
-                            yield Delta("content", text)
+                            yield Delta("content", text, pending)
+                            pending = []
                         if answer.stopped:
                             stream.cancel()
                             break
@@ -254,14 +285,22 @@ class ReasoningController:
                 used += len(closing)
             remaining = max_tokens - used
             if remaining > 0 and time.monotonic() < deadline:
-                stream = self.engine.generate(ids, remaining, self.eos_ids, deadline, sampling)
+                stream = self.engine.generate(ids, remaining, self.eos_ids, deadline, sampling, logprobs,
+                                              echo=echo and not thinking)
                 try:
-                    async for tok in stream:
+                    async for index, tok in _enumerate(stream):
+                        if prompt_lps is None and stream.prompt_logprobs is not None:
+                            prompt_lps = stream.prompt_logprobs
+                            yield Delta("prompt", "", list(prompt_lps))
+                        if logprobs is not None:
+                            pending.append(stream.logprobs[index])
+                            answer_lps.append(stream.logprobs[index])
                         used += 1
                         answer_ids.append(tok)
                         text = answer.push(tok)
                         if text:
-                            yield Delta("content", text)
+                            yield Delta("content", text, pending)
+                            pending = []
                         if answer.stopped:
                             stream.cancel()
                             break
@@ -269,28 +308,32 @@ class ReasoningController:
                     if not stream.done:
                         stream.cancel()
                 _raise_if_failed(stream)
+                if prompt_lps is None and stream.prompt_logprobs is not None:  # no token came (a stop id first)
+                    prompt_lps = stream.prompt_logprobs
+                    yield Delta("prompt", "", list(prompt_lps))
                 engine_finish = stream.finish_reason or ("cancelled" if answer.stopped else "")
             else:
                 engine_finish = "length"
         tail = answer.flush()
-        if tail:
-            yield Delta("content", tail)
+        if tail or pending:
+            yield Delta("content", tail, pending)
 
         if answer.stopped or engine_finish == "stop":
             finish = "stop"
         else:
             finish = "length"
         content = answer.text
-        fallback = False
-        if not content.strip():
-            fallback = True
+        used_fallback = False
+        if fallback and not content.strip():
+            used_fallback = True
             content = self._fallback(reasoning_ids)
             _log(f"empty answer (engine finish {engine_finish}); returning a fallback content")
             yield Delta("content", content)
         reasoning = self.tok.decode(reasoning_ids, skip_special_tokens=True) if thinking else None
         yield Outcome(content=content, reasoning=reasoning, finish_reason=finish, prompt_tokens=len(prompt_ids),
                       completion_tokens=used, reasoning_tokens=len(reasoning_ids), thinking_cut=thinking_cut,
-                      fallback=fallback, engine_finish=engine_finish)
+                      fallback=used_fallback, engine_finish=engine_finish, logprobs=answer_lps,
+                      prompt_logprobs=prompt_lps)
 
     def _should_cut(self, reasoning_ids: list[int], budget: int, think_deadline: float) -> str | None:
         n = len(reasoning_ids)
@@ -311,6 +354,13 @@ class ReasoningController:
             if found:
                 return found[-1]
         return FALLBACK_CONTENT
+
+
+async def _enumerate(stream: GenerationStream) -> AsyncIterator[tuple[int, int]]:
+    i = 0
+    async for tok in stream:
+        yield i, tok
+        i += 1
 
 
 class _AnswerState:

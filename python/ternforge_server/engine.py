@@ -17,6 +17,12 @@ a fresh sequence would have them, whereas padding after real tokens would keep d
 `(tokens, finish_reason)`, iterate it for tokens as they come, or call `wait()` from plain threads.
 finish_reason is one of: stop (a stop id; not included in tokens), length (max_new), deadline, cancelled,
 error.
+
+Log-probabilities (`logprobs.TokenLogprob`, from the raw logits before penalties and temperature): with
+`logprobs=k` every generated token's comes with the stream (`stream.logprobs`, one per token, top k), and with
+`echo=True` also the prompt's (`stream.prompt_logprobs`, None for the first token), set before the first token.
+The prompt is scored from the prefill's hidden states through the output head `SCORE_CHUNK_ELEMENTS` logits at a
+time, so a long prompt costs its prefill plus one head product per position, never a [T, vocab] tensor.
 """
 from __future__ import annotations
 
@@ -32,7 +38,11 @@ from typing import Any, AsyncIterator, Iterable
 
 import torch
 
+from .logprobs import TokenLogprob
+
 FINISH_REASONS = ("stop", "length", "deadline", "cancelled", "error")
+#: Prompt scoring takes the head product for this many logits (positions x vocabulary) at a time.
+SCORE_CHUNK_ELEMENTS = 1 << 22
 
 
 class QueueFull(Exception):
@@ -66,6 +76,8 @@ class GenerationStream:
 
     def __init__(self) -> None:
         self.tokens: list[int] = []
+        self.logprobs: list[TokenLogprob] = []  # one per token when the request asked for logprobs
+        self.prompt_logprobs: list[TokenLogprob | None] | None = None  # with echo, set before the first token
         self.finish_reason: str | None = None
         self.stop_token: int | None = None
         self.error: str | None = None
@@ -78,8 +90,10 @@ class GenerationStream:
             self._loop, self._queue = None, None
 
     # --- engine side (any thread)
-    def _push(self, token: int, post: "_Post | None" = None) -> None:
+    def _push(self, token: int, post: "_Post | None" = None, logprob: TokenLogprob | None = None) -> None:
         self.tokens.append(token)
+        if logprob is not None:
+            self.logprobs.append(logprob)
         if self._loop is not None:
             (post or _Post()).add(self, token)
 
@@ -127,12 +141,16 @@ class GenerationStream:
         return self.result().__await__()
 
 
-def check_request(ids: list[int], max_new: int) -> None:
+def check_request(ids: list[int], max_new: int, logprobs: int | None = None, echo: bool = False) -> None:
     """What every engine's generate() refuses: the in-process BatchEngine and the upstream client alike."""
     if not ids:
         raise ValueError("generate needs at least one prompt token")
     if max_new < 1:
         raise ValueError("max_new must be >= 1")
+    if logprobs is not None and logprobs < 0:
+        raise ValueError("logprobs must be >= 0")
+    if echo and logprobs is None:
+        raise ValueError("echo scores the prompt: it needs logprobs")
 
 
 class _Post:
@@ -170,6 +188,8 @@ class _Request:
     deadline: float | None
     sampling: Sampling
     stream: GenerationStream
+    logprobs: int | None = None  # top-k of each generated token's logprobs, None: none
+    echo: bool = False  # also score the prompt (same top-k)
     arrived: float = field(default_factory=time.monotonic)
 
 
@@ -212,6 +232,10 @@ class BatchEngine:
         self._mask: torch.Tensor | None = None  # [B, T] 1 = real token, 0 = left pad
         self._last: torch.Tensor | None = None  # [B] last sampled token per row
         self._cache_kw = cache_keyword(model)
+        # Prompt scoring runs the decoder and the head separately (what the causal LM's forward does in one).
+        self._decoder = model.get_decoder()
+        self._head = model.get_output_embeddings()
+        self._decoder_cache_kw = cache_keyword(self._decoder)
         self._thread = threading.Thread(target=self._run, name="ternforge-engine", daemon=True)
 
     # ------------------------------------------------------------------ public API
@@ -235,11 +259,12 @@ class BatchEngine:
         return len(self._waiting)
 
     def generate(self, ids: list[int], max_new: int, stop_ids: Iterable[int] = (), deadline: float | None = None,
-                 sampling: Sampling = Sampling()) -> GenerationStream:
+                 sampling: Sampling = Sampling(), logprobs: int | None = None, echo: bool = False) -> GenerationStream:
         """Queue one request; `deadline` is a time.monotonic() value. Raises QueueFull when the queue is full."""
-        check_request(ids, max_new)
+        check_request(ids, max_new, logprobs, echo)
         stream = GenerationStream()
-        req = _Request(list(ids), int(max_new), frozenset(int(s) for s in stop_ids), deadline, sampling, stream)
+        req = _Request(list(ids), int(max_new), frozenset(int(s) for s in stop_ids), deadline, sampling, stream,
+                       logprobs, echo)
         with self._cond:
             if len(self._waiting) >= self.max_queue:
                 raise QueueFull(f"{len(self._waiting)} requests already waiting")
@@ -324,7 +349,15 @@ class BatchEngine:
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
         ids, mask, positions = ids.to(self.device), mask.to(self.device), positions.to(self.device)
         cache = self._new_cache()
-        logits = self._forward(ids, mask, positions, cache)
+        if any(r.echo for r in reqs):
+            hidden = self._decoder(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                                   **{self._decoder_cache_kw: cache}).last_hidden_state
+            logits = self._head(hidden[:, -1, :]).float()
+            for i, r in enumerate(reqs):
+                if r.echo:
+                    r.stream.prompt_logprobs = self._score(hidden[i, width - len(r.ids):], r.ids, r.logprobs or 0)
+        else:
+            logits = self._forward(ids, mask, positions, cache)
         rows = []
         vocab = logits.shape[-1]
         for r in reqs:
@@ -336,10 +369,20 @@ class BatchEngine:
             rows.append(_Row(r, gen, position=len(r.ids), counts=counts))
         self.stats.prefills += 1
         self._merge(rows, cache, mask)
-        first = self._sample(logits, rows)
+        first, lps = self._sample(logits, rows)
         start = len(self._rows) - len(rows)
         self._last = first if start == 0 else torch.cat([self._last[:start], first])  # type: ignore[index]
-        self._emit(first, start)
+        self._emit(first, start, lps)
+
+    def _score(self, hidden: torch.Tensor, ids: list[int], k: int) -> list[TokenLogprob | None]:
+        """The prompt's logprobs from its hidden states [T, H]: position j's logits score token j + 1."""
+        out: list[TokenLogprob | None] = [None]
+        target = torch.tensor(ids[1:], dtype=torch.long, device=hidden.device)
+        step = max(1, SCORE_CHUNK_ELEMENTS // self._head.weight.shape[0])
+        for a in range(0, len(ids) - 1, step):
+            lsm = torch.log_softmax(self._head(hidden[a:a + step]).float(), dim=-1)
+            out.extend(_token_logprobs(lsm, target[a:a + step], k))
+        return out
 
     def _decode_step(self) -> None:
         assert self._mask is not None and self._last is not None
@@ -347,14 +390,19 @@ class BatchEngine:
         self._mask = torch.cat([self._mask, torch.ones((b, 1), dtype=self._mask.dtype, device=self.device)], dim=1)
         positions = torch.tensor([[r.position] for r in self._rows], dtype=torch.long, device=self.device)
         logits = self._forward(self._last.view(b, 1), self._mask, positions, self._cache)
-        nxt = self._sample(logits, self._rows)
+        for row in self._rows:
+            row.position += 1
+        nxt, lps = self._sample(logits, self._rows)
         self._last = nxt
         self.stats.steps += 1
         self.stats.max_running = max(self.stats.max_running, b)
         self.stats.batched_steps += b > 1
-        self._emit(nxt, 0)
+        self._emit(nxt, 0, lps)
 
-    def _sample(self, logits: torch.Tensor, rows: list[_Row]) -> torch.Tensor:
+    def _sample(self, logits: torch.Tensor, rows: list[_Row]) -> tuple[torch.Tensor, list[TokenLogprob | None]]:
+        """The next token of each row, and its logprobs for the rows that asked (from the raw logits)."""
+        scored = [i for i, row in enumerate(rows) if row.req.logprobs is not None]
+        raw = torch.log_softmax(logits[scored], dim=-1) if scored else None  # a copy: penalties change logits
         for i, row in enumerate(rows):
             if row.counts is not None and row.generated > 0:
                 s = row.req.sampling
@@ -371,23 +419,25 @@ class BatchEngine:
                 sorted_p = torch.where(keep, sorted_p, torch.zeros_like(sorted_p))
                 probs = torch.zeros_like(probs).scatter_(0, order, sorted_p)
             out[i] = torch.multinomial(probs, 1, generator=row.generator)[0]
-        return out
+        lps: list[TokenLogprob | None] = [None] * len(rows)
+        for j, i in enumerate(scored):
+            lps[i] = _token_logprobs(raw[j:j + 1], out[i:i + 1], rows[i].req.logprobs or 0)[0]  # type: ignore[index]
+        return out, lps
 
-    def _emit(self, tokens: torch.Tensor, start: int) -> None:
-        """Deliver the sampled tokens of rows[start:], then drop every finished row from the batch."""
+    def _emit(self, tokens: torch.Tensor, start: int, lps: list[TokenLogprob | None]) -> None:
+        """Deliver the sampled tokens of rows[start:] (with their logprobs), then drop every finished row."""
         values = tokens.tolist()
         now = time.monotonic()
         post = _Post(deferred=True)
         for i, tok in enumerate(values):
             row = self._rows[start + i]
-            row.position += 1
             row.generated += 1
             self.stats.tokens += 1
             stream = row.req.stream
             if tok in row.req.stop_ids:
                 stream._finish("stop", stop_token=tok, post=post)
                 continue
-            stream._push(tok, post)
+            stream._push(tok, post, lps[i])
             if row.counts is not None:
                 row.counts[tok] += 1
             if row.generated >= row.req.max_new:
@@ -469,6 +519,17 @@ def cache_keyword(model: torch.nn.Module) -> str:
         if name in params:
             return name
     raise TypeError(f"{type(model).__name__}.forward takes neither `cache` nor `past_key_values`")
+
+
+def _token_logprobs(lsm: torch.Tensor, tokens: torch.Tensor, k: int) -> list[TokenLogprob]:
+    """Rows of log_softmax [N, V] and the token each row scores [N]: one TokenLogprob per row with its top k."""
+    chosen = lsm.gather(1, tokens.view(-1, 1)).view(-1).tolist()
+    if k > 0:
+        vals, idx = lsm.topk(k, dim=-1)
+        tops = [tuple(zip(i, v)) for i, v in zip(idx.tolist(), vals.tolist())]
+    else:
+        tops = [()] * len(chosen)
+    return [TokenLogprob(t, lp, top) for t, lp, top in zip(tokens.tolist(), chosen, tops)]
 
 
 def _attr_of(layer: Any, d: dict) -> str:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .children import child_env, free_port, wait_healthy
-from .contract import BUILTIN_RESERVE_S
+from .contract import BUILTIN_RESERVE_S, MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPROBS
 
 MIN_VLLM_SHARE_S = 60.0
 # Files of a submission that a Hugging Face checkpoint directory carries besides its weights.
@@ -313,6 +313,8 @@ def vllm_command(model_dir: Path, name: str, port: int, args: Any) -> list[str]:
             "--max-num-seqs", str(args.max_batch or 64),
             "--language-model-only", "--generation-config", "vllm",
             "--gdn-prefill-backend", "triton",
+            # The most top logprobs the controller can ask for (the API's bounds, schemas/contract.json `api`).
+            "--max-logprobs", str(max(MAX_COMPLETION_LOGPROBS, MAX_CHAT_TOP_LOGPROBS)),
             # No torch.compile (49 s cold on a Gated DeltaNet model) and no CUDA graph capture (17 s): with them
             # the start-up budget does not keep its 25% spare (README, "Serving stack and start-up budget");
             # eager decode of 4096 tokens is estimated there at about 100 s, inside the 300 s per request.

@@ -4,9 +4,13 @@ process, serving the token-id subset of vLLM's `/v1/completions` on loopback for
     GET  /health          503 while loading; 200 {"status": "ok", "running": R, "waiting": W, "tokens": T,
                           "max_running": M, "batched_steps": B} once warmed up (B: decode steps of > 1 row)
     POST /v1/completions  {"prompt": [token ids], "max_tokens", "temperature", "top_p", "seed",
-                           "presence_penalty", "frequency_penalty", "stop_token_ids", "stream"}
+                           "presence_penalty", "frequency_penalty", "stop_token_ids", "stream",
+                           "logprobs": k, "echo"}
                           -> choices[0].token_ids (streamed per decode step with "stream": true); a stop id
-                          ends the row with finish_reason "stop" and is not included (stop_reason names it)
+                          ends the row with finish_reason "stop" and is not included (stop_reason names it).
+                          With "logprobs": k, choices[0].logprobs is vLLM's legacy object for the chunk's
+                          tokens as with `return_tokens_as_token_ids` (tokens "token_id:N", top k + the
+                          token); with "echo" the first chunk's object starts with the prompt's tokens.
 
 A client that closes its connection cancels its request: the engine drops the row at the next step. The
 start-up report (`--report`) is written once loaded, or with the LoadError that refused it (exit code 2).
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from .contract import PENALTY_RANGE
+from .logprobs import legacy, token_id_name
 
 
 def _log(msg: str) -> None:
@@ -73,7 +78,8 @@ def _num(body: dict, name: str, default: float, lo: float, hi: float) -> float:
     return float(v)
 
 
-def parse_request(body: Any, vocab: int, max_model_len: int) -> tuple[list[int], int, list[int], Any, bool]:
+def parse_request(body: Any, vocab: int, max_model_len: int) -> tuple[list[int], int, list[int], Any, bool,
+                                                                     int | None, bool]:
     from .engine import Sampling
 
     if not isinstance(body, dict):
@@ -97,7 +103,14 @@ def parse_request(body: Any, vocab: int, max_model_len: int) -> tuple[list[int],
                         seed=(seed % (1 << 63)) if seed is not None else None,
                         presence_penalty=_num(body, "presence_penalty", 0.0, *PENALTY_RANGE),
                         frequency_penalty=_num(body, "frequency_penalty", 0.0, *PENALTY_RANGE))
-    return list(prompt), mt, list(stops), sampling, bool(body.get("stream", False))
+    logprobs = body.get("logprobs")
+    if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
+                                 or not 0 <= logprobs <= vocab):
+        raise _Bad(400, f"'logprobs' must be an integer in [0, {vocab}]", "logprobs")
+    echo = bool(body.get("echo", False))
+    if echo and logprobs is None:
+        raise _Bad(400, "'echo' scores the prompt here: it needs 'logprobs'", "echo")
+    return list(prompt), mt, list(stops), sampling, bool(body.get("stream", False)), logprobs, echo
 
 
 def build_app(state: dict) -> Any:
@@ -125,9 +138,10 @@ def build_app(state: dict) -> Any:
                 body = json.loads(await request.body())
             except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
                 raise _Bad(400, f"request body is not valid JSON: {e}") from None
-            ids, max_new, stops, sampling, stream_out = parse_request(body, state["vocab"], state["max_model_len"])
+            ids, max_new, stops, sampling, stream_out, logprobs, echo = parse_request(
+                body, state["vocab"], state["max_model_len"])
             try:
-                gen = engine.generate(ids, max_new, stops, None, sampling)
+                gen = engine.generate(ids, max_new, stops, None, sampling, logprobs, echo)
             except QueueFull as e:
                 raise _Bad(503, f"overloaded: {e}") from None
         except _Bad as e:
@@ -136,23 +150,36 @@ def build_app(state: dict) -> Any:
         model = state["model_name"]
         created = int(time.time())
 
-        def choice(tokens: list[int], finish: str | None) -> dict:
-            return {"index": 0, "text": "", "token_ids": tokens, "logprobs": None,
+        echoed = [False]
+
+        def choice(start: int, end: int, finish: str | None) -> dict:
+            """The choice for tokens [start, end) of the stream (with the prompt's logprobs the first time)."""
+            tokens = gen.tokens[start:end]
+            lp = None
+            if logprobs is not None:
+                entries: list = gen.logprobs[start:end]
+                if echo and not echoed[0]:
+                    entries, tokens_lp = (gen.prompt_logprobs or []) + entries, ids + tokens
+                    echoed[0] = True
+                else:
+                    tokens_lp = tokens
+                lp = legacy(entries, tokens_lp, token_id_name)
+            return {"index": 0, "text": "", "token_ids": tokens, "logprobs": lp,
                     "finish_reason": _openai_finish(finish),
                     "stop_reason": gen.stop_token if finish == "stop" else None}
 
         if stream_out:
             async def sse() -> AsyncIterator[str]:
                 try:
-                    batch: list[int] = []
-                    async for tok in gen:
-                        batch.append(tok)
+                    sent = seen = 0
+                    async for _ in gen:
+                        seen += 1
                         if gen._queue is not None and gen._queue.empty():  # one chunk per delivered step
                             yield _sse({"id": rid, "object": "text_completion", "created": created, "model": model,
-                                        "choices": [choice(batch, None)]})
-                            batch = []
+                                        "choices": [choice(sent, seen, None)]})
+                            sent = seen
                     yield _sse({"id": rid, "object": "text_completion", "created": created, "model": model,
-                                "choices": [choice(batch, gen.finish_reason)],
+                                "choices": [choice(sent, seen, gen.finish_reason)],
                                 "usage": {"prompt_tokens": len(ids), "completion_tokens": len(gen.tokens)}})
                     yield "data: [DONE]\n\n"
                 finally:
@@ -174,7 +201,7 @@ def build_app(state: dict) -> Any:
             return Response(status_code=499)
         tokens, finish = result.result()
         return JSONResponse({"id": rid, "object": "text_completion", "created": created, "model": model,
-                             "choices": [choice(tokens, finish)],
+                             "choices": [choice(0, len(tokens), finish)],
                              "usage": {"prompt_tokens": len(ids), "completion_tokens": len(tokens),
                                        "total_tokens": len(ids) + len(tokens)}})
 

@@ -4,7 +4,9 @@
 
 The upstream is either `python -m ternforge_server upstream` (the built-in engine) or vLLM's OpenAI server.
 Both take `prompt` as token ids with `return_token_ids: true` and stream `choices[0].token_ids` per chunk;
-the text they also send is ignored (the controller decodes the ids itself). One connection per request:
+the text they also send is ignored (the controller decodes the ids itself). Log-probabilities are asked as
+vLLM's `logprobs: k` (and `echo: true` for the prompt's) with `return_tokens_as_token_ids: true`, and read back
+by token id (`logprobs.parse_wire`). One connection per request:
 cancelling a stream (the client went away, the controller cut the thinking, the deadline passed) closes
 that connection, and the upstream aborts the request and frees its slot.
 """
@@ -18,6 +20,7 @@ from typing import Any, AsyncIterator, Iterable
 import h11
 
 from .engine import GenerationStream, QueueFull, Sampling, check_request
+from .logprobs import TokenLogprob, parse_wire
 
 
 class UpstreamError(Exception):
@@ -133,8 +136,10 @@ class UpstreamStream(GenerationStream):
         self.overloaded: str | None = None
 
     # Fed on the event loop's own thread: straight into the queue, no cross-thread wake-up per token.
-    def _push(self, token: int, post: Any = None) -> None:
+    def _push(self, token: int, post: Any = None, logprob: TokenLogprob | None = None) -> None:
         self.tokens.append(token)
+        if logprob is not None:
+            self.logprobs.append(logprob)
         self._queue.put_nowait(token)  # type: ignore[union-attr]
 
     def _finish(self, reason: str, stop_token: int | None = None, error: str | None = None, post: Any = None) -> None:
@@ -165,8 +170,8 @@ class UpstreamEngine:
         self.open_streams = 0
 
     def generate(self, ids: list[int], max_new: int, stop_ids: Iterable[int] = (), deadline: float | None = None,
-                 sampling: Sampling = Sampling()) -> GenerationStream:
-        check_request(ids, max_new)
+                 sampling: Sampling = Sampling(), logprobs: int | None = None, echo: bool = False) -> GenerationStream:
+        check_request(ids, max_new, logprobs, echo)
         stops = sorted({int(s) for s in stop_ids})
         body: dict = {"model": self.model, "prompt": list(ids), "max_tokens": int(max_new),
                       "temperature": sampling.temperature, "top_p": sampling.top_p,
@@ -175,6 +180,8 @@ class UpstreamEngine:
                       "skip_special_tokens": False}
         if sampling.seed is not None:
             body["seed"] = sampling.seed
+        if logprobs is not None:
+            body.update(logprobs=logprobs, echo=echo, return_tokens_as_token_ids=True)
         stream = UpstreamStream()
         stream.task = asyncio.get_running_loop().create_task(self._pump(stream, body, set(stops), deadline))
         return stream
@@ -219,12 +226,24 @@ class UpstreamEngine:
             stream._finish("error", error=str(ev["error"]))
             return True
         for choice in ev.get("choices") or []:
-            for t in choice.get("token_ids") or []:
-                t = int(t)
+            token_ids = [int(t) for t in choice.get("token_ids") or []]
+            entries: list[TokenLogprob | None] = [None] * len(token_ids)
+            if choice.get("logprobs") is not None:
+                try:
+                    wire = parse_wire(choice["logprobs"])
+                    if len(wire) < len(token_ids):
+                        raise ValueError(f"{len(wire)} entries for {len(token_ids)} tokens")
+                except (ValueError, TypeError, AttributeError) as e:
+                    stream._finish("error", error=f"the {self.label} sent unreadable logprobs: {e}")
+                    return True
+                if stream.prompt_logprobs is None and len(wire) > len(token_ids):  # echo: the prompt's come first
+                    stream.prompt_logprobs = wire[:len(wire) - len(token_ids)]
+                entries = wire[len(wire) - len(token_ids):]
+            for t, entry in zip(token_ids, entries):
                 if t in stops:  # vLLM includes the stop token in token_ids; the built-in upstream does not
                     stream._finish("stop", stop_token=t)
                     return True
-                stream._push(t)
+                stream._push(t, logprob=entry)
             reason = choice.get("finish_reason")
             if reason in ("stop", "length"):
                 stop_token = choice.get("stop_reason")

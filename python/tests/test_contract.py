@@ -92,6 +92,14 @@ def test_the_builtin_reserve_is_the_contracts() -> None:
     assert server_contract.BUILTIN_RESERVE_S == CONTRACT["startup"]["builtin_reserve_s"]
 
 
+def test_the_api_bounds_are_the_contracts() -> None:
+    # what the server does at them: python/tests/test_server_hostile.py
+    api = CONTRACT["api"]
+    assert (server_contract.MAX_COMPLETION_LOGPROBS, server_contract.MAX_CHAT_TOP_LOGPROBS,
+            server_contract.MAX_PROMPTS) == (api["max_completion_logprobs"], api["max_chat_top_logprobs"],
+                                             api["max_prompts"])
+
+
 # ------------------------------------------------------------------------------------------------ packing
 
 

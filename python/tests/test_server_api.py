@@ -11,13 +11,18 @@ from pathlib import Path
 import pytest
 
 from server_fixtures import ServerProcess, build_submission, http
+from test_server_engine import reference_logprobs
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("api")
-    sub = build_submission(root / "sub")
-    srv = ServerProcess(sub, root / "server.log", "--reserve", "default=40", "--reserve", "math=40")
+def sub(tmp_path_factory) -> Path:
+    return build_submission(tmp_path_factory.mktemp("api") / "sub")
+
+
+@pytest.fixture(scope="module")
+def server(sub: Path, tmp_path_factory):
+    srv = ServerProcess(sub, tmp_path_factory.mktemp("api-log") / "server.log", "--reserve", "default=40",
+                        "--reserve", "math=40")
     try:
         srv.wait_ready()
         yield srv
@@ -108,6 +113,149 @@ def test_plain_http_sse_and_completions(server: ServerProcess) -> None:
     out = json.loads(body)
     assert status == 200 and out["usage"]["prompt_tokens"] > 0
     assert out["choices"][0]["finish_reason"] == ("length" if out["usage"]["completion_tokens"] == 9 else "stop")
+
+
+def completion(server: ServerProcess, **body) -> dict:
+    status, raw = http(server.url + "/v1/completions", {"model": "x", "temperature": 0, **body})
+    assert status == 200, raw
+    return json.loads(raw)
+
+
+def sse_events(raw: bytes) -> list[dict]:
+    events = [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+def test_completions_take_token_arrays_and_batches_of_prompts(server: ServerProcess) -> None:
+    texts = ["the answer is", "once upon time", "hello world"]
+    ids = [json.loads(http(server.url + "/tokenize", {"prompt": t, "add_special_tokens": False})[1])["tokens"]
+           for t in texts]
+    alone = [completion(server, prompt=t, max_tokens=8) for t in texts]
+    want = [a["choices"][0]["text"] for a in alone]
+    assert completion(server, prompt=ids[0], max_tokens=8)["choices"][0]["text"] == want[0]  # [411, 25, ...]
+    for prompt in (texts, ids):  # ["a", "b", ...] and [[411, 25], [...], ...]
+        out = completion(server, prompt=prompt, max_tokens=8)
+        assert [c["index"] for c in out["choices"]] == [0, 1, 2]
+        assert [c["text"] for c in out["choices"]] == want
+        assert out["usage"]["prompt_tokens"] == sum(len(x) for x in ids)
+        assert out["usage"]["completion_tokens"] == sum(a["usage"]["completion_tokens"] for a in alone)
+        assert out["usage"]["total_tokens"] == out["usage"]["prompt_tokens"] + out["usage"]["completion_tokens"]
+    # Streamed: each prompt's chunks carry its index; joined, they are the same texts.
+    chunks = sse_events(http(server.url + "/v1/completions", {"prompt": ids, "max_tokens": 8, "temperature": 0,
+                                                              "stream": True,
+                                                              "stream_options": {"include_usage": True}})[1])
+    joined = ["", "", ""]
+    for c in chunks[:-1]:
+        joined[c["choices"][0]["index"]] += c["choices"][0]["text"]
+    assert joined == want
+    assert chunks[-1]["usage"]["prompt_tokens"] == sum(len(x) for x in ids)
+
+
+def test_completion_echo_logprobs_are_the_models_and_lm_eval_parses_them(server: ServerProcess, sub: Path) -> None:
+    """lm-eval 0.4.13's loglikelihood request ({"prompt": [ids], "max_tokens": 1, "logprobs": 1, "echo": true})
+    scored against a plain forward pass of the same model; max_tokens 0 scores the prompt alone."""
+    context, continuation = "which of following options", " correct choose"
+    tok = lambda t: json.loads(http(server.url + "/tokenize", {"prompt": t, "add_special_tokens": False})[1])["tokens"]
+    ctx, cont = tok(context), tok(continuation)
+    ids = ctx + cont
+    out = completion(server, prompt=[ids], max_tokens=1, logprobs=1, echo=True, seed=1234)
+    choice = out["choices"][0]
+    lps = choice["logprobs"]
+    assert len(lps["tokens"]) == len(lps["token_logprobs"]) == len(lps["top_logprobs"]) == len(ids) + 1
+    assert lps["token_logprobs"][0] is None and lps["top_logprobs"][0] is None
+    detok = json.loads(http(server.url + "/detokenize", {"tokens": ids})[1])["prompt"]
+    assert choice["text"].startswith(detok) and lps["text_offset"][:2] == [0, len(lps["tokens"][0])]
+    ref = reference_logprobs(sub, ids)
+    want = [ref[j - 1, t].item() for j, t in enumerate(ids) if j > 0]
+    assert lps["token_logprobs"][1:len(ids)] == pytest.approx(want, abs=1e-3)
+    for j in range(1, len(ids)):  # the scored token and the top 1, keyed by text
+        top = lps["top_logprobs"][j]
+        assert top[lps["tokens"][j]] == lps["token_logprobs"][j] and 1 <= len(top) <= 2
+        assert max(top.values()) == pytest.approx(ref[j - 1].max().item(), abs=1e-3)
+    # lm-eval's own parser: the continuation's summed logprob and whether it is greedy.
+    loglik = sum(lps["token_logprobs"][len(ctx):-1])
+    assert loglik == pytest.approx(sum(want[len(ctx) - 1:]), abs=1e-3)
+    zero = completion(server, prompt=[ids], max_tokens=0, logprobs=1, echo=True)
+    assert zero["choices"][0]["logprobs"]["token_logprobs"] == lps["token_logprobs"][:-1]
+    assert zero["choices"][0]["text"] == detok and zero["usage"]["completion_tokens"] == 0
+    # Streamed, the chunks add up to the same object, text_offset counting on.
+    chunks = sse_events(http(server.url + "/v1/completions", {"prompt": ids, "max_tokens": 4, "logprobs": 2,
+                                                              "echo": True, "temperature": 0, "stream": True})[1])
+    whole = completion(server, prompt=ids, max_tokens=4, logprobs=2, echo=True)["choices"][0]
+    joined = {k: [] for k in ("tokens", "token_logprobs", "top_logprobs", "text_offset")}
+    for c in chunks:
+        for k in joined:
+            joined[k] += c["choices"][0]["logprobs"][k]
+    assert joined == whole["logprobs"]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole["text"]
+    # Echo without logprobs: the prompt's text, then the completion.
+    plain = completion(server, prompt=ids, max_tokens=4)["choices"][0]["text"]
+    assert completion(server, prompt=ids, max_tokens=4, echo=True)["choices"][0]["text"] == detok + plain
+
+
+def test_an_empty_completion_is_empty_and_a_chat_fallback_is_marked(server: ServerProcess) -> None:
+    from ternforge_server.controller import FALLBACK_CONTENT
+
+    text = completion(server, prompt="once upon time", max_tokens=6)["choices"][0]["text"]
+    assert text.strip()
+    out = completion(server, prompt="once upon time", max_tokens=6, stop=[text.strip()[0]])
+    assert out["choices"][0]["text"] == text[:text.index(text.strip()[0])]  # what the model wrote: "" here or blank
+    assert FALLBACK_CONTENT not in out["choices"][0]["text"]
+    # Chat: content is never empty, and a fallback is marked as the server's.
+    body = chat_body("tell me story", max_tokens=20, chat_template_kwargs={"enable_thinking": False})
+    answer = json.loads(http(server.url + "/v1/chat/completions", body)[1])
+    assert answer["ternforge"]["fallback_content"] is False
+    first = answer["choices"][0]["message"]["content"].strip()[0]
+    cut = json.loads(http(server.url + "/v1/chat/completions", {**body, "stop": [first]})[1])
+    assert cut["choices"][0]["message"]["content"] == FALLBACK_CONTENT
+    assert cut["ternforge"]["fallback_content"] is True
+    chunks = sse_events(http(server.url + "/v1/chat/completions", {**body, "stop": [first], "stream": True})[1])
+    final = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert len(final) == 1 and final[0]["ternforge"]["fallback_content"] is True
+
+
+def test_chat_logprobs_are_the_answer_tokens_completion_logprobs(server: ServerProcess, sub: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(sub))
+    messages = [{"role": "user", "content": "hello world"}]
+    body = {"messages": messages, "max_tokens": 12, "temperature": 0, "logprobs": True, "top_logprobs": 3,
+            "chat_template_kwargs": {"enable_thinking": False}}
+    out = json.loads(http(server.url + "/v1/chat/completions", body)[1])
+    content = out["choices"][0]["logprobs"]["content"]
+    assert len(content) == out["usage"]["completion_tokens"] and content
+    assert all(len(c["top_logprobs"]) == 3 and c["bytes"] == list(c["token"].encode()) for c in content)
+    # The same prompt as token ids through /v1/completions: the same tokens, the same numbers.
+    ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, enable_thinking=False)
+    ids = tok.encode(ids, add_special_tokens=False)
+    legacy = completion(server, prompt=ids, max_tokens=12, logprobs=3)["choices"][0]["logprobs"]
+    assert [c["token"] for c in content] == legacy["tokens"][:len(content)]
+    assert [c["logprob"] for c in content] == pytest.approx(legacy["token_logprobs"][:len(content)], abs=1e-4)
+    assert [max(t["logprob"] for t in c["top_logprobs"]) for c in content] == \
+        pytest.approx([max(t.values()) for t in legacy["top_logprobs"][:len(content)]], abs=1e-4)
+    chunks = sse_events(http(server.url + "/v1/chat/completions", {**body, "stream": True})[1])
+    streamed = [e for c in chunks if c["choices"] and c["choices"][0]["logprobs"]
+                for e in c["choices"][0]["logprobs"]["content"]]
+    assert streamed == content
+
+
+def test_the_tokenizer_endpoints_lm_eval_probes(server: ServerProcess, sub: Path) -> None:
+    """lm-eval's `tokenizer_backend=remote` (and its auto-detection) asks GET /tokenizer_info for eos_token,
+    POST /tokenize {"prompt", "add_special_tokens"} for "tokens", POST /detokenize {"tokens"} for "prompt"."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(sub))
+    status, raw = http(server.url + "/tokenizer_info")
+    info = json.loads(raw)
+    assert status == 200 and info["eos_token"] == tok.eos_token == "<|im_end|>"
+    assert info["chat_template"] == tok.chat_template and info["model_max_length"] == 32768
+    text = "<|im_start|>user\nhello world<|im_end|>"
+    got = json.loads(http(server.url + "/tokenize", {"prompt": text, "add_special_tokens": False})[1])
+    assert got["tokens"] == tok.encode(text, add_special_tokens=False) and got["count"] == len(got["tokens"])
+    assert json.loads(http(server.url + "/detokenize", {"tokens": got["tokens"]})[1])["prompt"] == text
+    eos = json.loads(http(server.url + "/tokenize", {"prompt": info["eos_token"], "add_special_tokens": False})[1])
+    assert eos["tokens"] == [tok.eos_token_id]
 
 
 def _upstream_stats(server: ServerProcess) -> dict:
@@ -206,6 +354,26 @@ BAD_REQUESTS = [
     ("/v1/completions", {"prompt": 7}, 400, "invalid_type"),
     ("/v1/completions", {"prompt": ""}, 400, "invalid_value"),
     ("/v1/completions", {"prompt": [10 ** 9]}, 400, "invalid_value"),
+    ("/v1/completions", {"prompt": [[5, 9], [10 ** 9]]}, 400, "invalid_value"),
+    ("/v1/completions", {"prompt": [[5, 9], []]}, 400, "invalid_value"),
+    ("/v1/completions", {"prompt": []}, 400, "invalid_value"),
+    ("/v1/completions", {"prompt": [5, 9.5]}, 400, "invalid_type"),
+    ("/v1/completions", {"prompt": [True, 5]}, 400, "invalid_type"),
+    ("/v1/completions", {"prompt": [[5, "9"]]}, 400, "invalid_type"),
+    ("/v1/completions", {"prompt": [[[5]]]}, 400, "invalid_type"),
+    ("/v1/completions", {"prompt": ["a", [5]]}, 400, "invalid_type"),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 0}, 400, "invalid_value"),
+    ("/v1/completions", {"prompt": "hi", "echo": "yes"}, 400, "invalid_type"),
+    ("/v1/completions", {"prompt": "hi", "logprobs": "all"}, 400, "invalid_type"),
+    ("/v1/completions", {"prompt": "hi", "logprobs": 6}, 400, "invalid_value"),
+    ("/v1/chat/completions", chat_body(logprobs="yes"), 400, "invalid_type"),
+    ("/v1/chat/completions", chat_body(logprobs=True, top_logprobs=21), 400, "invalid_value"),
+    ("/v1/chat/completions", chat_body(top_logprobs=2), 400, "invalid_value"),
+    ("/tokenize", {"prompt": 5}, 400, "invalid_type"),
+    ("/tokenize", {"prompt": "hi", "add_special_tokens": "no"}, 400, "invalid_type"),
+    ("/tokenize", {"messages": [{"role": "user", "content": "hi"}]}, 400, "unsupported_parameter"),
+    ("/detokenize", {"tokens": [5, "x"]}, 400, "invalid_type"),
+    ("/detokenize", {"tokens": [-1]}, 400, "invalid_value"),
     ("/v1/nope", {"prompt": "x"}, 404, "not_found"),
 ]
 

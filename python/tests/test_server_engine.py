@@ -15,11 +15,15 @@ PROMPTS = ["the answer is two plus three", "once upon time there was a cat", "de
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory):
+def sub(tmp_path_factory) -> Path:
+    return build_submission(tmp_path_factory.mktemp("fixture") / "sub")
+
+
+@pytest.fixture(scope="module")
+def loaded(sub: Path):
     from ternforge_server.engine import BatchEngine
     from ternforge_server.loader import load_model
 
-    sub: Path = build_submission(tmp_path_factory.mktemp("fixture") / "sub")
     model, tok, _ = load_model(sub, "cpu")
     engine = BatchEngine(model, max_batch=16, max_queue=4).start()
     yield engine, tok
@@ -90,6 +94,50 @@ def test_stop_ids_deadline_and_queue_bound(loaded) -> None:
     for s in streams:
         s.cancel()
     assert {s.wait(60)[1] for s in streams} <= {"cancelled", "length"}
+
+
+def reference_logprobs(sub: Path, ids: list[int]) -> "torch.Tensor":
+    """log_softmax of a plain forward pass over `ids` (no cache, no batch, no engine), on a model loaded apart:
+    row j is the distribution of token j + 1."""
+    import torch
+
+    from ternforge_server.loader import load_model
+
+    model, _, _ = load_model(sub, "cpu")
+    with torch.inference_mode():
+        return torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
+
+
+def test_logprobs_of_prompt_and_generated_tokens_match_a_plain_forward_pass(loaded, sub: Path) -> None:
+    from ternforge_server.engine import Sampling
+
+    engine, tok = loaded
+    ids = tok(PROMPTS[0]).input_ids
+    other = tok(PROMPTS[4]).input_ids  # longer: the scored prompt is left-padded in the batched prefill
+    assert len(other) > len(ids)
+    alone = engine.generate(ids, 6, logprobs=3, echo=True)
+    tokens, _ = alone.wait(60)
+    # Penalties change what is sampled, not the logprobs reported: those are the raw distribution's.
+    batched = [engine.generate(x, 6, logprobs=3, echo=True, sampling=Sampling(presence_penalty=2.0))
+               for x in (other, ids)]
+    for s in batched:
+        s.wait(60)
+    n = len(ids)
+    for stream, toks in ((alone, tokens), (batched[1], batched[1].tokens)):
+        ref = reference_logprobs(sub, ids + toks)
+        assert stream.prompt_logprobs[0] is None and len(stream.prompt_logprobs) == n
+        assert [e.token for e in stream.prompt_logprobs[1:]] == ids[1:]
+        got = [e.logprob for e in stream.prompt_logprobs[1:]] + [e.logprob for e in stream.logprobs]
+        want = [ref[j - 1, t].item() for j, t in enumerate(ids + toks) if j > 0]
+        assert got == pytest.approx(want, abs=1e-4)
+        assert [e.token for e in stream.logprobs] == toks
+        for j, e in enumerate(stream.prompt_logprobs[1:] + stream.logprobs):
+            vals, idx = ref[j].topk(3)
+            assert [t for t, _ in e.top] == idx.tolist()
+            assert [v for _, v in e.top] == pytest.approx(vals.tolist(), abs=1e-4)
+    # Greedy: every generated token is its distribution's top-1.
+    assert all(e.token == e.top[0][0] for e in alone.logprobs)
+    assert batched[0].prompt_logprobs[1:] and batched[0].tokens
 
 
 def test_find_loop_detects_repeated_blocks_only() -> None:

@@ -248,8 +248,7 @@ REFUSED = [
     ("/v1/chat/completions", chat(response_format={"type": "json_object"}), "response_format"),
     ("/v1/chat/completions", chat(response_format={"type": "json_schema", "json_schema": {"name": "x"}}),
      "response_format"),
-    ("/v1/chat/completions", chat(logprobs=True), "logprobs"),
-    ("/v1/chat/completions", chat(top_logprobs=5), "top_logprobs"),
+    ("/v1/chat/completions", chat(top_logprobs=5), "top_logprobs"),  # without logprobs: true
     ("/v1/chat/completions", chat(logit_bias={"42": 100}), "logit_bias"),
     ("/v1/chat/completions", chat(n=2), "n"),
     ("/v1/chat/completions", chat(modalities=["text", "audio"]), "modalities"),
@@ -258,8 +257,6 @@ REFUSED = [
                                                {"id": "1", "type": "function",
                                                 "function": {"name": "f", "arguments": "{}"}}]}]},
      "messages[1].tool_calls"),
-    ("/v1/completions", {"prompt": "hi", "logprobs": 3}, "logprobs"),
-    ("/v1/completions", {"prompt": "hi", "echo": True}, "echo"),
     ("/v1/completions", {"prompt": "hi", "best_of": 3}, "best_of"),
     ("/v1/completions", {"prompt": "hi", "suffix": "end"}, "suffix"),
     ("/v1/completions", {"prompt": "hi", "logit_bias": {"1": -100}}, "logit_bias"),
@@ -272,6 +269,33 @@ def test_field_that_changes_the_reply_is_refused_by_name(server: ServerProcess, 
     err = error_of(raw)
     assert (status, err["param"], err["type"]) == (400, param, "invalid_request_error")
     assert f"'{param}'" in err["message"] or param in err["message"]
+
+
+def test_request_bounds_are_the_contracts_and_named(server: ServerProcess) -> None:
+    """At the bound a request is served, past it a 400 names the field; out-of-vocabulary ids in a batch name the
+    prompt and the id."""
+    from ternforge_server.contract import MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPROBS, MAX_PROMPTS
+
+    ok = {"prompt": [[5, 9]] * MAX_PROMPTS, "max_tokens": 1, "logprobs": MAX_COMPLETION_LOGPROBS, "echo": True}
+    status, raw = http(server.url + "/v1/completions", ok)
+    assert status == 200 and len(json.loads(raw)["choices"]) == MAX_PROMPTS
+    top = json.loads(raw)["choices"][0]["logprobs"]["top_logprobs"][1]
+    # k + 1 keys at most (the scored token and the top k); fewer where two tokens decode to the same text ("\ufffd")
+    assert 1 < len(top) <= MAX_COMPLETION_LOGPROBS + 1
+    for body, param, words in (
+            ({**ok, "prompt": [[5, 9]] * (MAX_PROMPTS + 1)}, "prompt", f"at most {MAX_PROMPTS}"),
+            ({**ok, "logprobs": MAX_COMPLETION_LOGPROBS + 1}, "logprobs", f"between 0 and {MAX_COMPLETION_LOGPROBS}"),
+            ({**ok, "prompt": [[5, 9], [5, 10 ** 6]]}, "prompt", "prompt[1]: token id 1000000")):
+        status, raw = http(server.url + "/v1/completions", body)
+        err = error_of(raw)
+        assert (status, err["param"]) == (400, param) and words in err["message"], err
+    status, raw = http(server.url + "/v1/chat/completions",
+                       chat(logprobs=True, top_logprobs=MAX_CHAT_TOP_LOGPROBS + 1))
+    assert (status, error_of(raw)["param"]) == (400, "top_logprobs")
+    status, raw = http(server.url + "/v1/chat/completions", chat(logprobs=True, top_logprobs=MAX_CHAT_TOP_LOGPROBS,
+                                                                 chat_template_kwargs={"enable_thinking": False}))
+    assert status == 200
+    assert len(json.loads(raw)["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == MAX_CHAT_TOP_LOGPROBS
 
 
 ACCEPTED = [

@@ -178,6 +178,30 @@ def test_upstream_speaks_token_ids_like_vllm(server: ServerProcess) -> None:
     assert e.value.code == 400
 
 
+def test_upstream_sends_logprobs_in_vllms_token_id_format(server: ServerProcess) -> None:
+    """What the controller asks either upstream for: "logprobs": k, "echo", "return_tokens_as_token_ids"; the
+    built-in one answers in vLLM's legacy layout, the prompt's entries first (the first one null)."""
+    from ternforge_server.logprobs import parse_wire
+
+    url = _report(server)["upstream"]["url"] + "/v1/completions"
+    body = {"prompt": [5, 9, 13, 40], "max_tokens": 3, "logprobs": 2, "echo": True, "return_tokens_as_token_ids": True,
+            "return_token_ids": True}
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        choice = json.loads(r.read())["choices"][0]
+    lp = choice["logprobs"]
+    assert lp["tokens"] == [f"token_id:{t}" for t in [5, 9, 13, 40] + choice["token_ids"]]
+    assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
+    entries = parse_wire(lp)
+    assert [e.token for e in entries[1:]] == [9, 13, 40] + choice["token_ids"]
+    assert all(len(e.top) in (2, 3) and e.top[0][1] >= e.logprob for e in entries[1:])
+    no_echo = dict(body, echo=False)
+    req = urllib.request.Request(url, data=json.dumps(no_echo).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        plain = json.loads(r.read())["choices"][0]
+    assert plain["token_ids"] == choice["token_ids"] and plain["logprobs"]["tokens"] == lp["tokens"][4:]
+
+
 def test_fallback_to_builtin_when_vllm_cannot_import_is_logged_and_reported(sub: Path, tmp_path: Path) -> None:
     broken = tmp_path / "site"
     (broken / "vllm").mkdir(parents=True)

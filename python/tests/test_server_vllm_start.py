@@ -49,6 +49,10 @@ def test_vllm_is_started_with_triton_gdn_prefill_the_models_context_and_local_ca
     assert argv[argv.index("--gdn-prefill-backend") + 1] == "triton"
     # No torch.compile or CUDA graph capture: the start-up budget (README) counts eager mode only.
     assert "--enforce-eager" in argv
+    # vLLM takes the most top logprobs the API allows (the controller asks it for those).
+    from ternforge_server.contract import MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPROBS
+
+    assert argv[argv.index("--max-logprobs") + 1] == str(max(MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPROBS))
     # 3. This fixture allows 4096 positions; 32768 (the default) would make vLLM refuse to start.
     assert argv[argv.index("--max-model-len") + 1] == "4096"
     assert report["max_model_len"] == {"requested": 32768, "model": 4096, "used": 4096}

@@ -57,3 +57,47 @@ def test_cancel_with_buffered_events_ends_the_request_and_closes_the_connection(
     assert all(reason == "cancelled" for reason, _ in got), got
     # Dropped at once, not after reading the whole burst.
     assert max(n for _, n in got) < BURST // 2, got
+
+
+def _vllm_logprobs(entries: list[tuple[int, float | None, dict[int, float] | None]]) -> dict:
+    """vLLM's legacy logprobs object as its OpenAI server writes it with return_tokens_as_token_ids."""
+    name = lambda t: f"token_id:{t}"
+    return {"tokens": [name(t) for t, _, _ in entries], "token_logprobs": [lp for _, lp, _ in entries],
+            "top_logprobs": [None if top is None else {name(k): v for k, v in top.items()} for _, _, top in entries],
+            "text_offset": [0] * len(entries)}
+
+
+def test_logprobs_and_echo_are_read_from_vllms_stream_layout() -> None:
+    """vLLM streams echo's prompt entries ahead of the first chunk's own (whose token_ids hold only the generated
+    tokens), and includes a stop token in token_ids; the client splits them and stops there."""
+    first = {"choices": [{"token_ids": [7], "finish_reason": None, "logprobs": _vllm_logprobs(
+        [(1, None, None), (2, -1.5, {2: -1.5, 9: -0.5}), (7, -0.25, {7: -0.25})])}]}
+    second = {"choices": [{"token_ids": [8, 99], "finish_reason": "stop", "stop_reason": None, "logprobs":
+                           _vllm_logprobs([(8, -2.0, {8: -2.0, 4: -0.1}), (99, -0.5, {99: -0.5})])}]}
+    seen: dict = {}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
+        seen.update(json.loads(await reader.readexactly(length)))
+        events = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in (first, second)) + b"data: [DONE]\n\n"
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
+                     + str(len(events)).encode() + b"\r\n\r\n" + events)
+        await writer.drain()
+        writer.close()
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        engine = UpstreamEngine("127.0.0.1", server.sockets[0].getsockname()[1], "m")
+        stream = engine.generate([1, 2], 10, stop_ids=[99], logprobs=1, echo=True)
+        tokens, reason = await stream
+        server.close()
+        return stream, tokens, reason
+
+    from ternforge_server.logprobs import TokenLogprob
+
+    stream, tokens, reason = asyncio.run(main())
+    assert (seen["logprobs"], seen["echo"], seen["return_tokens_as_token_ids"]) == (1, True, True)
+    assert (tokens, reason) == ([7, 8], "stop")
+    assert stream.prompt_logprobs == [None, TokenLogprob(2, -1.5, ((9, -0.5), (2, -1.5)))]
+    assert stream.logprobs == [TokenLogprob(7, -0.25, ((7, -0.25),)), TokenLogprob(8, -2.0, ((4, -0.1), (8, -2.0)))]

@@ -172,4 +172,12 @@ export interface Contract {
     penalty_min: number;
     penalty_max: number;
   };
+  /**
+   * The server's bounds on one API request: /v1/completions `logprobs` (OpenAI's limit, 5), chat `top_logprobs` (OpenAI's, 20), and prompts in one /v1/completions request (a 400 naming `prompt` above it).
+   */
+  api: {
+    max_completion_logprobs: number;
+    max_chat_top_logprobs: number;
+    max_prompts: number;
+  };
 }

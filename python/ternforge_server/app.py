@@ -558,19 +558,17 @@ def build_app(state: ServerState) -> Starlette:
                              "chat_template": tok.chat_template, "model_max_length": state.max_model_len,
                              "vocab_size": len(tok)})
 
-    async def tokenize(request: Request) -> Response:
-        try:
-            body = await _json_body(request, state)
-            return JSONResponse(await _off_loop(_tokenize, body, state))
-        except ApiError as e:
-            return e.response()
+    def off_loop_json(fn):
+        """A route whose JSON body `fn(body, state)` answers off the event loop (/tokenize, /detokenize)."""
+        async def route(request: Request) -> Response:
+            try:
+                body = await _json_body(request, state)
+                return JSONResponse(await _off_loop(fn, body, state))
+            except ApiError as e:
+                return e.response()
+        return route
 
-    async def detokenize(request: Request) -> Response:
-        try:
-            body = await _json_body(request, state)
-            return JSONResponse(await _off_loop(_detokenize, body, state))
-        except ApiError as e:
-            return e.response()
+    tokenize, detokenize = off_loop_json(_tokenize), off_loop_json(_detokenize)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -249,7 +250,7 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             [*(prefix or []), sys.executable, "-m", "ternforge_server", "--dir", str(sub), "--device", "cpu",
              "--startup-report", str(self.report_path), *extra],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env)
+            stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         import time
@@ -281,6 +282,11 @@ class ServerProcess:
             except Exception:
                 self.proc.kill()
                 self.proc.wait()
+        # What outlives it in its own session: a prefix (bwrap) that exited before the server and its upstream.
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         self._log.close()
 
 

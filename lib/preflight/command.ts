@@ -1,5 +1,5 @@
 /**
- * `tsx pipeline.ts preflight --profile <p> [--no-mini] [--gen-tokens N] [--gptq-tokens N] [--json]`: before a long
+ * `tsx pipeline.ts preflight --profile <p> [--no-mini] [--gen-tokens N] [--gptq-tokens N] [--facts <file>] [--json]`: before a long
  * run commits the day, check and measure this machine for the profile and print one go/no-go table.
  *
  * It builds the workers' environment first (python-env; and fetch-model where the source is local or generated,
@@ -7,7 +7,8 @@
  * driver, kernels, hub access for every pinned source without downloading, the model's shape, and timed
  * mini-runs of the profile's phases at the real width), adds the host's memory and disk, and decides
  * (lib/preflight/decide.ts). The report is written to `<workdir>/.ternforge/<profile>/preflight.json`
- * (schemas/preflight-report.schema.json). Exit 0 on go, 1 on no-go, 2 on bad usage.
+ * (schemas/preflight-report.schema.json). With `--facts <file>` it measures nothing and decides from what
+ * bench/gpu-check.sh measured on a lent GPU. Exit 0 on go, 1 on no-go, 2 on bad usage.
  */
 import { mkdirSync, readFileSync, statfsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';

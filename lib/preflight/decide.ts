@@ -70,10 +70,8 @@ export const ALLOCATOR_MARGIN = 0.15;
 export const HOST_RESERVE_BYTES = 4e9;
 /** The serving wheels vendor-wheels downloads for the CUDA stack (python/requirements-serve-cuda.txt: about 5.2 GB). */
 export const SERVING_WHEELS_BYTES = 5.2e9;
-/** Decode steps of a self-written request (chatdata.self_requests: at most 64 tokens). */
+/** Decode steps of a self-written request (chatdata.SELF_REQUEST_TOKENS; python/tests/test_preflight.py holds the two equal). */
 export const SELF_REQUEST_TOKENS = 64;
-/** The answer batch of the teacher's transcripts (chatdata.answer); the preflight measures at the same batch. */
-export const GEN_BATCH = 16;
 /** Forward passes of one layer over the calibration tokens in sequential GPTQ: one per group capture and one to propagate (PLAN.md section 2). */
 export const GPTQ_PASSES = 5;
 /** PLAN.md section 5's total for qwen3.5-4b on one GPU, for comparison. */
@@ -218,8 +216,10 @@ export function decide(i: DecideInput): Decision {
   }
   if (distills) {
     const answers = (kd.chat_prompts ?? 0) + (kd.chat_self_prompts ?? 0);
-    const steps = Math.ceil(answers / GEN_BATCH) * (kd.chat_max_new ?? 0) + Math.ceil((kd.chat_self_prompts ?? 0) / GEN_BATCH) * SELF_REQUEST_TOKENS;
-    if (answers > 0) phases.push({ phase: 'teacher transcripts', seconds: step === null ? null : step * steps, basis: `${answers} answers of up to ${kd.chat_max_new ?? 0} tokens at batch ${GEN_BATCH}: ${steps} decode steps (each as measured at a short context: a lower bound)` });
+    // the batch the mini-run measured at is chatdata's answer batch
+    const batch = depths[0]?.generate?.batch ?? 1;
+    const steps = Math.ceil(answers / batch) * (kd.chat_max_new ?? 0) + Math.ceil((kd.chat_self_prompts ?? 0) / batch) * SELF_REQUEST_TOKENS;
+    if (answers > 0) phases.push({ phase: 'teacher transcripts', seconds: step === null ? null : step * steps, basis: `${answers} answers of up to ${kd.chat_max_new ?? 0} tokens at batch ${batch}: ${steps} decode steps (each as measured at a short context: a lower bound)` });
   }
   if (gptq) {
     const g = facts.mini?.gptq ?? null;

@@ -34,7 +34,6 @@ import torch
 from . import kernels
 from .events import log
 
-GEN_BATCH = 16  # chatdata.answer's batch: the teacher's transcripts are answered 16 at a time
 GEN_PROMPT = 64
 LAYER_KINDS = ("linear_attention", "full_attention")
 
@@ -209,7 +208,9 @@ def depth_run(text: Any, family: str, layers: int, q: dict[str, Any], device: st
             out["forward"] = {"tokens": ids.numel(), "seconds": _timed(meter, lambda: teacher(input_ids=ids))}
     if "generate" in what:
         new = int(q.get("_gen_tokens", 16))
-        prompt = torch.randint(0, vocab, (GEN_BATCH, GEN_PROMPT), generator=g).to(device)
+        from .quant.chatdata import ANSWER_BATCH
+
+        prompt = torch.randint(0, vocab, (ANSWER_BATCH, GEN_PROMPT), generator=g).to(device)
         teacher.config.use_cache = True
 
         def gen(n: int) -> None:
@@ -219,7 +220,7 @@ def depth_run(text: Any, family: str, layers: int, q: dict[str, Any], device: st
         gen(2)
         # decode steps alone: a run of n+1 new tokens less a run of 1 (the prefill and the first token)
         t_long, t_one = _timed(meter, lambda: gen(new + 1)), _timed(meter, lambda: gen(1))
-        out["generate"] = {"batch": GEN_BATCH, "steps": new, "seconds_per_step": max(t_long - t_one, 1e-9) / new}
+        out["generate"] = {"batch": ANSWER_BATCH, "steps": new, "seconds_per_step": max(t_long - t_one, 1e-9) / new}
     if "distill" in what:
         # Frozen only now: on the CPU, torch 2.13's bf16 linears with frozen weights run generate about 30x slower
         # and 15 GB larger at the 4B width (measured: 92 s against 3.4 s for 2 tokens at 4 layers); a GPU is indifferent.

@@ -71,3 +71,4 @@ def test_quantize_on_cuda_without_a_gpu_is_refused_before_any_work(tiny_fetch_di
     failure = next(e for e in events if e.get("event") == "failure")
     assert failure["reason"] == "no-cuda-device"
     assert "torch.cuda.is_available() is False" in failure["message"] and "quantize.device=cpu" in failure["message"]
+

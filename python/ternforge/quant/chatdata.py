@@ -36,6 +36,10 @@ INSTRUCTIONS = (
 )
 
 
+ANSWER_BATCH = 16  # requests answered (and self-written) at once; the preflight times generation at this batch
+SELF_REQUEST_TOKENS = 64  # the longest self-written request (lib/preflight/decide.ts holds the same figure; python/tests/test_preflight.py checks it)
+
+
 def snippets(docs: list[torch.Tensor], tokenizer, n: int, tokens: int) -> list[str]:
     """`n` text snippets of about `tokens` tokens, spread evenly over every document's windows."""
     windows = [(d, s) for d in range(len(docs)) for s in range(0, max(1, docs[d].numel() - tokens // 2), tokens)]
@@ -82,7 +86,7 @@ def prompt_ids(tokenizer, request: str) -> list[int]:
 
 
 @torch.no_grad()
-def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: int, batch_size: int = 16,
+def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: int, batch_size: int = ANSWER_BATCH,
            device: str = "cpu", on_progress: Callable[[int, int], None] | None = None) -> tuple[list[list[int]], int]:
     """Token ids of one chat transcript per request: the templated prompt, then the teacher's greedy answer
     (ending with its end-of-turn token unless it ran out of `max_new`); and how many answers stopped.
@@ -126,8 +130,8 @@ def user_turn_prefix(tokenizer) -> str:
 
 
 @torch.no_grad()
-def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_tokens: int = 64,
-                  temperature: float = 1.0, top_p: float = 0.95, batch_size: int = 16, device: str = "cpu",
+def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_tokens: int = SELF_REQUEST_TOKENS,
+                  temperature: float = 1.0, top_p: float = 0.95, batch_size: int = ANSWER_BATCH, device: str = "cpu",
                   on_progress: Callable[[int, int], None] | None = None, openers: Sequence[str] = ("",)) -> list[str]:
     """`n` distinct user requests written by the teacher itself (Magpie): it is fed the template up to where a
     user message starts, then draw k's opener (`openers[k % len(openers)]`, "" for none), and samples, from

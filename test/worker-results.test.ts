@@ -97,8 +97,14 @@ describe('worker results at the boundary', () => {
 
   test("python-env's version probe is checked too: a line that is not JSON, or lacks a field, is refused", () => {
     const schema = 'workers/python-versions.schema.json';
-    expect(checkPythonJson('python-env version probe', schema, '{"python": "3.11.7", "torch": "2.13.0+cpu", "transformers": null}')).toEqual({ ok: true, value: { python: '3.11.7', torch: '2.13.0+cpu', transformers: null } });
-    expect(checkPythonJson('python-env version probe', schema, '{"python": "3.11.7", "torch": null}')).toMatchObject({ ok: false, error: { reason: 'worker-result-invalid', errors: ["/ must have required property 'transformers'"] } });
+    expect(checkPythonJson('python-env version probe', schema, '{"python": "3.11.7", "torch": "2.13.0+cpu", "transformers": null, "kernels": null}')).toEqual({ ok: true, value: { python: '3.11.7', torch: '2.13.0+cpu', transformers: null, kernels: null } });
+    expect(checkPythonJson('python-env version probe', schema, '{"python": "3.11.7", "torch": null, "kernels": null}')).toMatchObject({ ok: false, error: { reason: 'worker-result-invalid', errors: ["/ must have required property 'transformers'"] } });
+    // the kernels record (python/ternforge/kernels.py): all four functions named, fast_path a boolean
+    const kernels = { distributions: { 'flash-linear-attention': '0.6.0' }, selected: { chunk_gated_delta_rule: 'fla.ops.gated_delta_rule.chunk', fused_recurrent_gated_delta_rule: 'fla.ops.gated_delta_rule.fused_recurrent', causal_conv1d_fn: 'torch', causal_conv1d_update: 'torch' }, fast_path: true };
+    const line = (k: unknown): string => JSON.stringify({ python: '3.12.3', torch: '2.10.0', transformers: '5.24.0', kernels: k });
+    expect(checkPythonJson('python-env version probe', schema, line(kernels)).ok).toBe(true);
+    const noConv = { ...kernels, selected: { chunk_gated_delta_rule: 'torch', fused_recurrent_gated_delta_rule: 'torch' } };
+    expect(checkPythonJson('python-env version probe', schema, line(noConv)).ok).toBe(false);
     const notJson = checkPythonJson('python-env version probe', schema, 'Traceback (most recent call last):');
     expect(said(notJson)).toMatch(/^the python-env version probe worker's result fails schemas\/workers\/python-versions\.schema\.json:\n {2}not JSON: /);
   });

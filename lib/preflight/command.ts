@@ -104,11 +104,7 @@ interface Measured {
 }
 
 /** Build what the worker needs, run it on this machine, add the host. */
-async function measure(ctx: CommandContext, o: Options): Promise<Measured | number> {
-  const opened = Session.open({ root: ctx.root, workdir: ctx.workdir, profile: ctx.profile, graph: ctx.graph, overrides: ctx.overrides });
-  if (!opened.ok) return usage(opened.error);
-  const fm = opened.value.profile.sections['fetch-model'] as unknown as FetchModelParams;
-  await opened.value.close();
+async function measure(ctx: CommandContext, o: Options, fm: FetchModelParams): Promise<Measured | number> {
   const localModel = fm.source !== 'hub';
   const first = (localModel ? ['python-env', 'fetch-model'] : ['python-env']).filter((st) => ctx.graph.defs.has(st));
   const built = first.length > 0 ? await ctx.runStages(first) : 0;
@@ -188,13 +184,13 @@ export const preflightCommand: ExtraCommand = {
       process.stderr.write(`preflight: ${o}\n${USAGE}\n`);
       return 2;
     }
-    const m = o.facts !== undefined ? fromFile(o.facts) : await measure(ctx, o);
-    if (typeof m === 'number') return m;
     const opened = Session.open({ root: ctx.root, workdir: ctx.workdir, profile: ctx.profile, graph: ctx.graph, overrides: ctx.overrides });
     if (!opened.ok) return usage(opened.error);
     const s = opened.value;
     await s.close();
     const sec = s.profile.sections;
+    const m = o.facts !== undefined ? fromFile(o.facts) : await measure(ctx, o, sec['fetch-model'] as unknown as FetchModelParams);
+    if (typeof m === 'number') return m;
     const calibNames = new Set(((sec['fetch-calib'] as unknown as FetchCalibParams | undefined)?.sources ?? []).map((c) => c.name));
     const vw = sec['vendor-wheels'] as unknown as VendorWheelsParams | undefined;
     const decision = decide({

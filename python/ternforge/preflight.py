@@ -22,6 +22,7 @@ Memory is CUDA's allocator statistics on a GPU and the resident set (VmRSS, VmHW
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import shutil
 import subprocess
@@ -33,6 +34,9 @@ import torch
 
 from . import kernels
 from .events import log
+from .quant.config import QuantizeConfig, parse
+from .quant.memprobe import absmean_student, eligible, rss_kib
+from .quant.model import DTYPES
 
 GEN_PROMPT = 64
 LAYER_KINDS = ("linear_attention", "full_attention")
@@ -86,13 +90,6 @@ def _mini_config(text: Any, layers: int) -> Any:
     return c
 
 
-def _eligible(name: str, mod: torch.nn.Module, layers_name: str, group: int) -> bool:
-    """The mini-runs' ternary linears: every decoder linear whose input the group divides, but the tiny ones
-    (in_proj_a/b, which the plan keeps float)."""
-    return (name.startswith(layers_name + ".") and isinstance(mod, torch.nn.Linear) and mod.in_features % group == 0
-            and mod.out_features > 64)
-
-
 def period(text: Any) -> int:
     """Layers in one repetition of the layer pattern (Qwen3.5: 3 Gated DeltaNet + 1 full attention)."""
     types = list(getattr(text, "layer_types", None) or [])
@@ -115,7 +112,7 @@ def model_facts(text: Any, family: str, group: int) -> dict[str, Any]:
     per_kind: dict[str, int] = {}
     for i, layer in enumerate(layers):
         n = sum(m.weight.numel() for name, m in layer.named_modules()
-                if _eligible(f"{layers_name}.{i}.{name}", m, layers_name, group))
+                if eligible(f"{layers_name}.{i}.{name}", m, layers_name, group))
         per_kind.setdefault(types[i], n)
     emb = model.get_input_embeddings().weight.numel()
     total = sum(p.numel() for p in model.parameters())
@@ -139,7 +136,7 @@ class Meter:
         gc.collect()
         if self.cuda:
             return int(torch.cuda.memory_allocated())
-        return _status_kib("VmRSS") * 1024
+        return rss_kib("VmRSS") * 1024
 
     def reset_peak(self) -> None:
         if self.cuda:
@@ -150,14 +147,7 @@ class Meter:
     def peak(self) -> int:
         if self.cuda:
             return int(torch.cuda.max_memory_allocated())
-        return _status_kib("VmHWM") * 1024
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
+        return rss_kib("VmHWM") * 1024
 
 
 def _timed(meter: Meter, fn) -> float:
@@ -184,32 +174,26 @@ def _free(meter: Meter) -> None:
         torch.cuda.empty_cache()
 
 
-def depth_run(text: Any, family: str, layers: int, q: dict[str, Any], device: str, dtype: torch.dtype,
-              what: set[str]) -> dict[str, Any]:
+def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: str, what: set[str],
+              gen_tokens: int = 16) -> dict[str, Any]:
     """One depth's measurements (see the module docstring); each figure is for `layers` decoder layers."""
-    from .quant import absmean
-    from .quant.config import KDConfig
-    from .quant.distill import distill, make_student
-    from .quant.interchange import TernaryTensor
-    from .quant.model import decoder_layers
+    from .quant.chatdata import ANSWER_BATCH
+    from .quant.distill import distill, tuned_floats
 
     meter = Meter(device)
-    kd, cal = q.get("kd", {}), q.get("calibration", {})
-    seq = int(kd.get("seq_len", cal.get("seq_len", 256)))
+    kd, cal = q.kd, q.calibration
+    dtype = DTYPES[q.dtype]
     vocab = int(text.vocab_size)
     out: dict[str, Any] = {"layers": layers}
     g = torch.Generator().manual_seed(1)
     teacher = _build(text, family, layers, device, dtype)
     if "forward" in what:
-        ids = torch.randint(0, vocab, (int(cal.get("batch_size", 1)), int(cal.get("seq_len", seq))), generator=g).to(device)
+        ids = torch.randint(0, vocab, (cal.batch_size, cal.seq_len), generator=g).to(device)
         with torch.no_grad():
             teacher.config.use_cache = False
             teacher(input_ids=ids[:, :8])  # warm-up: kernels compile and load here
             out["forward"] = {"tokens": ids.numel(), "seconds": _timed(meter, lambda: teacher(input_ids=ids))}
     if "generate" in what:
-        new = int(q.get("_gen_tokens", 16))
-        from .quant.chatdata import ANSWER_BATCH
-
         prompt = torch.randint(0, vocab, (ANSWER_BATCH, GEN_PROMPT), generator=g).to(device)
         teacher.config.use_cache = True
 
@@ -219,8 +203,8 @@ def depth_run(text: Any, family: str, layers: int, q: dict[str, Any], device: st
                                  do_sample=False, pad_token_id=0)
         gen(2)
         # decode steps alone: a run of n+1 new tokens less a run of 1 (the prefill and the first token)
-        t_long, t_one = _timed(meter, lambda: gen(new + 1)), _timed(meter, lambda: gen(1))
-        out["generate"] = {"batch": ANSWER_BATCH, "steps": new, "seconds_per_step": max(t_long - t_one, 1e-9) / new}
+        t_long, t_one = _timed(meter, lambda: gen(gen_tokens + 1)), _timed(meter, lambda: gen(1))
+        out["generate"] = {"batch": ANSWER_BATCH, "steps": gen_tokens, "seconds_per_step": max(t_long - t_one, 1e-9) / gen_tokens}
     if "distill" in what:
         # Frozen only now: on the CPU, torch 2.13's bf16 linears with frozen weights run generate about 30x slower
         # and 15 GB larger at the 4B width (measured: 92 s against 3.4 s for 2 tokens at 4 layers); a GPU is indifferent.
@@ -230,20 +214,12 @@ def depth_run(text: Any, family: str, layers: int, q: dict[str, Any], device: st
         student_model = _build(text, family, layers, device, dtype)
         student_model.load_state_dict(teacher.state_dict())
         student_model.config.use_cache = False
-        group = int(q.get("group_size", 32))
-        layers_name, _ = decoder_layers(student_model)
-        ternary = {}
-        for name, m in student_model.named_modules():
-            if _eligible(name, m, layers_name, group):
-                W_q, scale = absmean.quantize(m.weight.detach().float(), absmean.AbsmeanConfig(group_size=group))
-                ternary[name] = TernaryTensor(W_q=W_q, scale=scale, group_size=group)
-        student = make_student(student_model, ternary, str(kd.get("latent_dtype", "float32")))
-        del ternary
-        micro = int(kd.get("micro_batch", 0)) or int(kd.get("batch_size", 1))
-        seqs = torch.randint(0, vocab, (micro, seq), generator=g).to(device)
-        cfg = KDConfig(steps=2, batch_size=micro, micro_batch=micro, grad_checkpointing=bool(kd.get("grad_checkpointing", True)),
-                       latent_dtype=str(kd.get("latent_dtype", "float32")), logit_chunk=int(kd.get("logit_chunk", 1024)),
-                       hidden_cos=float(kd.get("hidden_cos", 0.0)), checkpoint_every=1000)
+        student = absmean_student(student_model, q.group_size, kd.latent_dtype)
+        micro = kd.micro_batch or kd.batch_size
+        seqs = torch.randint(0, vocab, (micro, kd.seq_len), generator=g).to(device)
+        # one micro-batch per step at the profile's settings; two steps, the second timed
+        step_cfg = dataclasses.replace(kd, steps=2, batch_size=micro, micro_batch=micro, checkpoint_every=1000, warmup=0,
+                                       onpolicy_steps=0)
         marks: dict[str, float] = {}
 
         def after(rec: dict) -> None:
@@ -253,40 +229,40 @@ def depth_run(text: Any, family: str, layers: int, q: dict[str, Any], device: st
                 meter.sync()
                 marks["t"] = time.perf_counter()
 
-        distill(teacher, student_model, student, seqs, cfg, on_step=after)
+        distill(teacher, student_model, student, seqs, step_cfg, on_step=after, tuned=tuned_floats(student_model, step_cfg))
         meter.sync()
-        out["distill"] = {"tokens": micro * seq, "seconds": time.perf_counter() - marks["t"], "steady_bytes": int(marks["steady"]),
-                          "peak_bytes": meter.peak(), "latent_params": sum(t.U.numel() for t in student.values())}
+        out["distill"] = {"tokens": micro * kd.seq_len, "seconds": time.perf_counter() - marks["t"],
+                          "steady_bytes": int(marks["steady"]), "peak_bytes": meter.peak(),
+                          "latent_params": sum(t.U.numel() for t in student.values())}
         del student_model, student
     del teacher
     _free(meter)
     return out
 
 
-def gptq_run(text: Any, family: str, q: dict[str, Any], device: str, dtype: torch.dtype, max_tokens: int) -> dict[str, Any]:
+def gptq_run(text: Any, family: str, q: QuantizeConfig, device: str, max_tokens: int) -> dict[str, Any]:
     """GPTQ of one layer of each kind: inputs captured over the profile's calibration tokens (at most
     `max_tokens`), `fasterquant` on every eligible linear with the profile's settings. Seconds per layer kind."""
-    from .quant.gptq import GPTQ, GPTQConfig
+    from .quant.gptq import GPTQ, gptq_config
     from .quant.model import decoder_layers
 
     meter = Meter(device)
-    cal, gq = q.get("calibration", {}), q.get("gptq", {})
-    seq = int(cal.get("seq_len", 256))
-    tokens = min(int(cal.get("sequences", 64)) * seq, max_tokens)
-    batch = max(1, int(cal.get("batch_size", 1)))
+    seq = q.calibration.seq_len
+    tokens = min(q.calibration.sequences * seq, max_tokens)
+    batch = max(1, q.calibration.batch_size)
     layers_n = period(text)
-    model = _build(text, family, layers_n, device, dtype)
+    model = _build(text, family, layers_n, device, DTYPES[q.dtype])
     layers_name, layers = decoder_layers(model)
     types = list(getattr(text, "layer_types", None) or ["full_attention"])
-    group = int(q.get("group_size", 32))
-    cfg = GPTQConfig(group_size=group, percdamp=float(gq.get("percdamp", 0.01)), actorder=bool(gq.get("actorder", False)))
+    group = q.group_size
+    cfg = gptq_config(q.gptq, group)
     first = {}
     for i in range(layers_n):
         first.setdefault(types[i % len(types)], i)
     out: dict[str, Any] = {"tokens": tokens, "kinds": {}}
     g = torch.Generator().manual_seed(2)
     for kind, i in first.items():
-        linears = {n: m for n, m in layers[i].named_modules() if _eligible(f"{layers_name}.{i}.{n}", m, layers_name, group)}
+        linears = {n: m for n, m in layers[i].named_modules() if eligible(f"{layers_name}.{i}.{n}", m, layers_name, group)}
         gptqs = {n: GPTQ(m.weight) for n, m in linears.items()}
         hooks = [m.register_forward_hook(lambda mod, inp, _o, n=n: gptqs[n].add_batch(inp[0].detach())) for n, m in linears.items()]
 
@@ -360,7 +336,9 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
 
     from .sources.hub_lock import PinRequest, check_access, endpoint
 
-    device, q = str(config.get("device", "cpu")), dict(config.get("quantize") or {})
+    # the quantize worker's own parse: the same defaults and checks as the run the preflight projects
+    q, _ = parse({**(config.get("quantize") or {}), "model_dir": "", "out_dir": ""})
+    device = q.device
     facts: dict[str, Any] = {"torch": torch_facts()}
     kern = kernels.probe()
     facts["kernels"] = {**kern, "run": None, "run_error": None}
@@ -389,30 +367,27 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
         facts["model"], facts["model_error"] = None, f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         log(f"preflight: the model's config.json cannot be read ({facts['model_error']}): no shape, no mini-runs")
         return {"facts": facts}
-    group = int(q.get("group_size", 32))
-    facts["model"], facts["model_error"] = model_facts(text, family, group), None
+    facts["model"], facts["model_error"] = model_facts(text, family, q.group_size), None
     usable = device == "cpu" or facts["torch"]["cuda_available"]
     if not usable:
         log(f"preflight: no CUDA device for {device}: the kernels and mini-runs are skipped")
         return {"facts": facts}
     if kern["fast_path"]:
         try:
-            facts["kernels"]["run"] = kernel_run(text, device, int((q.get("kd") or {}).get("seq_len", 2048)))
+            facts["kernels"]["run"] = kernel_run(text, device, q.kd.seq_len)
         except Exception as e:  # the point of the check: a kernel that fails here would fail hours in
             facts["kernels"]["run_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
     phases = set(config.get("phases") or [])
     if not phases:
         return {"facts": facts}
-    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[str(q.get("dtype", "float32"))]
-    q["_gen_tokens"] = int(config.get("gen_tokens", 16))
     per = facts["model"]["period"]
     depths = []
     for layers in (per, 2 * per):
         log(f"preflight: mini-runs at {layers} layers ({', '.join(sorted(phases - {'gptq'}))})")
-        depths.append(depth_run(text, family, layers, q, device, dtype, phases - {"gptq"}))
+        depths.append(depth_run(text, family, layers, q, device, phases - {"gptq"}, int(config.get("gen_tokens", 16))))
     mini: dict[str, Any] = {"depths": depths, "gptq": None}
     if "gptq" in phases:
         log("preflight: GPTQ of one layer of each kind")
-        mini["gptq"] = gptq_run(text, family, q, device, dtype, int(config.get("gptq_tokens", 1 << 20)))
+        mini["gptq"] = gptq_run(text, family, q, device, int(config.get("gptq_tokens", 1 << 20)))
     facts["mini"] = mini
     return {"facts": facts}

@@ -26,7 +26,7 @@ from .interchange import TernaryTensor
 
 if TYPE_CHECKING:
     from .calibration import Prepared
-    from .config import QuantizeConfig
+    from .config import GPTQSection, QuantizeConfig
 
 
 @dataclass(frozen=True)
@@ -143,15 +143,19 @@ class GPTQ:
         self.H = None  # type: ignore[assignment]
 
 
+def gptq_config(p: "GPTQSection", group_size: int) -> GPTQConfig:
+    """The profile's gptq section as fasterquant's settings."""
+    return GPTQConfig(group_size=group_size, blocksize=p.blocksize, percdamp=p.percdamp, actorder=p.actorder,
+                      scale_search=p.scale_search)
+
+
 def run_gptq(prep: "Prepared", cfg: "QuantizeConfig", on_layer: Callable[[int, int], None] | None = None
              ) -> tuple[dict[str, TernaryTensor], dict]:
     """Sequential GPTQ over the real model (hooks.sequential); the float model in `prep` ends up holding
     the dequantized weights. Returns the codes by source name and the per-tensor output errors."""
     from .hooks import sequential
 
-    p = cfg.gptq
-    gcfg = GPTQConfig(group_size=prep.group_size, blocksize=p.blocksize, percdamp=p.percdamp, actorder=p.actorder,
-                      scale_search=p.scale_search)
+    gcfg = gptq_config(cfg.gptq, prep.group_size)
     if not prep.batches:
         raise ValueError("gptq needs calibration batches (fetch-calib's calibration role)")
     ternary = prep.ternary_modules()

@@ -46,7 +46,8 @@ class Probe:
     hidden_cos: float = 0.0  # kd.hidden_cos: every layer's hidden state of both models kept for the term
 
 
-def _rss_kib(field: str) -> int:
+def rss_kib(field: str) -> int:
+    """A field of /proc/self/status in KiB (VmRSS, VmHWM)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
@@ -66,15 +67,37 @@ def _config(p: Probe) -> Any:
                              **dims)
 
 
+def eligible(name: str, mod: Any, layers_name: str, group: int) -> bool:
+    """The probes' ternary linears (here and in the preflight's mini-runs): every decoder linear whose input the
+    group divides, but the tiny ones (in_proj_a/b, which the float plan keeps float)."""
+    import torch
+
+    return (name.startswith(layers_name + ".") and isinstance(mod, torch.nn.Linear) and mod.in_features % group == 0
+            and mod.out_features > 64)
+
+
+def absmean_student(student_model: Any, group: int, latent_dtype: str) -> dict[str, Any]:
+    """Install TernaryLinear students (absmean codes: the cheapest start) in every eligible linear of the model."""
+    from . import absmean
+    from .distill import make_student
+    from .interchange import TernaryTensor
+    from .model import decoder_layers
+
+    layers_name, _ = decoder_layers(student_model)
+    ternary = {}
+    for name, mod in student_model.named_modules():
+        if eligible(name, mod, layers_name, group):
+            W_q, scale = absmean.quantize(mod.weight.detach().float(), absmean.AbsmeanConfig(group_size=group))
+            ternary[name] = TernaryTensor(W_q=W_q, scale=scale, group_size=group)
+    return make_student(student_model, ternary, latent_dtype)
+
+
 def run(p: Probe) -> dict[str, Any]:
     """In this process: build, step once, report (see the module docstring)."""
     import torch
     from transformers import Qwen3_5ForCausalLM
 
-    from . import absmean
-    from .interchange import TernaryTensor
-    from .model import decoder_layers
-    from .distill import KDConfig, distill, make_student
+    from .distill import KDConfig, distill
 
     torch.manual_seed(0)
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[p.dtype]
@@ -84,15 +107,7 @@ def run(p: Probe) -> dict[str, Any]:
         q.requires_grad_(False)
     student_model = Qwen3_5ForCausalLM(cfg).to(dtype)
     student_model.load_state_dict(teacher.state_dict())
-    layers_name, layers = decoder_layers(student_model)
-    ternary: dict[str, TernaryTensor] = {}
-    for name, mod in student_model.named_modules():
-        if name.startswith(layers_name + ".") and isinstance(mod, torch.nn.Linear) and mod.in_features % p.group_size == 0 \
-                and mod.out_features > 64:
-            W_q, scale = absmean.quantize(mod.weight.detach().float(), absmean.AbsmeanConfig(group_size=p.group_size))
-            ternary[name] = TernaryTensor(W_q=W_q, scale=scale, group_size=p.group_size)
-    student = make_student(student_model, ternary, p.latent_dtype)
-    del ternary
+    student = absmean_student(student_model, p.group_size, p.latent_dtype)
     latent_params = sum(tl.U.numel() for tl in student.values())
     scale_params = sum(tl.scale.numel() for tl in student.values())
     seqs = torch.randint(0, p.vocab, (p.batch, p.seq_len), generator=torch.Generator().manual_seed(1))
@@ -107,12 +122,12 @@ def run(p: Probe) -> dict[str, Any]:
         if rec["step"] == 1:
             gc.collect()
             Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current resident set
-            marks["base"] = _rss_kib("VmRSS")
+            marks["base"] = rss_kib("VmRSS")
             marks["t"] = time.time()
 
     history = distill(teacher, student_model, student, seqs, kd, on_step=after_step)
     seconds = time.time() - marks["t"]
-    peak = _rss_kib("VmHWM")
+    peak = rss_kib("VmHWM")
     base = marks["base"]
     lat_bytes = torch.empty((), dtype={"float32": torch.float32, "bfloat16": torch.bfloat16}[p.latent_dtype]).element_size()
     state = 3 * latent_params * lat_bytes + 3 * scale_params * 4  # gradient of U + its 2 moments; same for scales
@@ -139,10 +154,10 @@ def run_head(vocab: int, hidden: int, positions: int, chunk: int, dtype: str = "
     h_t = torch.randn(positions, hidden, generator=g).to(dt)
     gc.collect()
     Path("/proc/self/clear_refs").write_text("5")
-    base = _rss_kib("VmRSS")
+    base = rss_kib("VmRSS")
     loss, _ = chunked_kd_loss(head, h_s, head, h_t, 1.0, chunk)
     loss.backward()
-    peak = _rss_kib("VmHWM")
+    peak = rss_kib("VmHWM")
     return {"vocab": vocab, "hidden": hidden, "positions": positions, "chunk": chunk, "dtype": dtype,
             "step_peak_bytes": (peak - base) * 1024}
 

@@ -64,6 +64,7 @@ describe('on tiny (CPU)', () => {
     expect(f.mini!.depths.map((d) => d.layers)).toEqual([4, 8]);
     expect(f.mini!.depths[1]!.distill!.latent_params).toBe(2 * f.mini!.depths[0]!.distill!.latent_params);
     expect(Object.keys(f.mini!.gptq!.kinds).sort()).toEqual(['full_attention', 'linear_attention']);
+    expect(f.quantize).toMatchObject({ method: 'gptq+kd', device: 'cpu', calibration: { seq_len: 64, sequences: 8, batch_size: 4 }, kd: { steps: 4, batch_size: 4, micro_batch: 4, seq_len: 64, latent_dtype: 'float32' } });
     expect(f.kernels.fast_path).toBe(false);
     expect(f.torch.cuda_available).toBe(false);
     tinyConfig = readFileSync(join(workdir, '.ternforge', 'tiny', 'fetch-model', 'outputs', 'model', 'config.json'), 'utf8');
@@ -200,6 +201,12 @@ function fourB(latent: 'float32' | 'bfloat16', gpuBytes: number): DecideInput {
   const [fixed, perLayer] = latent === 'float32' ? [10e9, (67.8e9 - 10e9) / 32] : [6e9, (39.7e9 - 6e9) / 32];
   const depth = (d: number) => ({ layers: d, distill: { tokens: 8192, seconds: 1 + 0.5 * d, steady_bytes: fixed + perLayer * d, peak_bytes: fixed + perLayer * d + 20e9, latent_params: d * 110_000_000 } });
   const facts: PreflightFacts = {
+    // the qwen3.5-4b profile's section as the worker parses it
+    quantize: {
+      method: 'gptq+kd', group_size: 32, device: 'cuda', allow_slow_kernels: false,
+      calibration: { seq_len: 2048, sequences: 256, batch_size: 4 }, allocation: { sensitivity: true },
+      kd: { steps: 2000, batch_size: 16, micro_batch: 4, seq_len: 2048, latent_dtype: latent, chat_prompts: 512, chat_self_prompts: 512, chat_max_new: 1024, block_steps: 100, block_batch: 8 },
+    },
     torch: { version: '2.10.0+cu128', cuda_build: '12.8', cuda_available: true, devices: [{ name: 'NVIDIA H100 80GB HBM3', total_bytes: gpuBytes, capability: '9.0' }], driver: '570.86.15' },
     kernels: { distributions: { 'flash-linear-attention': '0.6.0' }, selected: { chunk_gated_delta_rule: 'fla.ops.gated_delta_rule.chunk' }, fast_path: true, run: { tokens: 2048, heads: 32, seconds: 0.01 }, run_error: null },
     toolchain: { ok: true, cc: '/usr/bin/gcc', python_include: '/usr/include/python3.12', seconds: 0.1, error: null },
@@ -210,7 +217,6 @@ function fourB(latent: 'float32' | 'bfloat16', gpuBytes: number): DecideInput {
   };
   return {
     profile: 'qwen3.5-4b',
-    quantize: { method: 'gptq+kd', group_size: 32, device: 'cuda', dtype: 'bfloat16', kd: { steps: 2000, batch_size: 16, micro_batch: 4, seq_len: 2048, latent_dtype: latent } },
     quality: undefined,
     workersMinDriver: '525.60.13',
     servingMinDriver: '525.60.13',

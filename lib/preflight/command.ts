@@ -195,7 +195,6 @@ export const preflightCommand: ExtraCommand = {
     const vw = sec['vendor-wheels'] as unknown as VendorWheelsParams | undefined;
     const decision = decide({
       profile: ctx.profile,
-      quantize: sec['quantize'] as unknown as QuantizeParams,
       quality: sec['quality'] as { seq_len?: number; sequences?: number } | undefined,
       workersMinDriver: workersMinDriver(ctx.root, (sec['python-env'] ?? {}) as PythonEnvParams),
       servingMinDriver: vw?.cuda_major !== undefined ? (MIN_DRIVER_BY_MAJOR[vw.cuda_major] ?? null) : null,

@@ -8,8 +8,7 @@
  * y(L) = y1 + (y2 - y1) / (d2 - d1) * (L - d1), with the slope held at >= 0 (noise on a small model can make it
  * negative). That separates the per-layer cost from what does not grow with depth (embedding, head, Python).
  */
-import type { PreflightFacts, Depth } from '../../schemas/generated/preflight-result.ts';
-import type { QuantizeParams } from '../../schemas/generated/quantize.ts';
+import type { PreflightFacts, Depth, ResolvedQuantize } from '../../schemas/generated/preflight-result.ts';
 
 export type Status = 'go' | 'no-go' | 'warn' | 'skip';
 
@@ -37,7 +36,6 @@ export interface HostFacts {
 
 export interface DecideInput {
   profile: string;
-  quantize: QuantizeParams;
   quality: { seq_len?: number; sequences?: number } | undefined;
   /** The oldest driver each CUDA stack runs on (lib/submission/cuda.ts), null for a CPU stack. */
   workersMinDriver: string | null;
@@ -108,21 +106,22 @@ export function atDepth(depths: readonly Depth[], layers: number, pick: (d: Dept
   return ya + slope * (layers - a.layers);
 }
 
-function latentBytes(q: QuantizeParams): number {
-  return q.kd?.latent_dtype === 'bfloat16' ? 2 : 4;
+function latentBytes(q: ResolvedQuantize): number {
+  return q.kd.latent_dtype === 'bfloat16' ? 2 : 4;
 }
 
 /** What a distillation checkpoint holds: U and its two Adam moments in the latent dtype, the scales and theirs in fp32. */
-export function checkpointBytesOf(m: NonNullable<PreflightFacts['model']>, q: QuantizeParams): number {
+export function checkpointBytesOf(m: NonNullable<PreflightFacts['model']>, q: ResolvedQuantize): number {
   const ternary = Object.entries(m.layers).reduce((n, [kind, count]) => n + (m.eligible_per_layer[kind] ?? 0) * count, 0);
   return 3 * ternary * latentBytes(q) + 3 * (ternary / q.group_size) * 4;
 }
 
 export function decide(i: DecideInput): Decision {
-  const { facts, quantize: q } = i;
+  const { facts } = i;
+  const q = facts.quantize; // as the worker parsed it: every default filled in
   const checks: CheckRow[] = [];
   const row = (check: string, status: Status, measured: string, needed: string, detail = ''): void => void checks.push({ check, status, measured, needed, detail });
-  const cuda = (q.device ?? 'cpu').startsWith('cuda');
+  const cuda = q.device.startsWith('cuda');
   const t = facts.torch;
   const m = facts.model;
   const distills = q.method === 'gptq+kd';
@@ -130,7 +129,7 @@ export function decide(i: DecideInput): Decision {
   const linearLayers = m === null ? 1 : (m.layers['linear_attention'] ?? 0); // unknown: as for Qwen3.5
 
   // the device and its drivers
-  if (!cuda) row('device', 'go', `cpu (torch ${t.version})`, `quantize.device ${q.device ?? 'cpu'}`);
+  if (!cuda) row('device', 'go', `cpu (torch ${t.version})`, `quantize.device ${q.device}`);
   else if (!t.cuda_available) row('device', 'no-go', `no CUDA device (torch ${t.version}, CUDA build ${t.cuda_build ?? 'none'})`, `quantize.device ${q.device}`, 'torch.cuda.is_available() is False: wrong machine, no driver, or a CPU build of torch in the workers\' environment');
   else row('device', 'go', t.devices.map((d) => `${d.name} (${gb(d.total_bytes)}, sm ${d.capability})`).join(', '), `quantize.device ${q.device}`);
   for (const [stack, min] of [['workers', i.workersMinDriver], ['serving', i.servingMinDriver]] as const) {
@@ -150,7 +149,7 @@ export function decide(i: DecideInput): Decision {
   const k = facts.kernels;
   if (linearLayers === 0) row('kernels', 'skip', 'no Gated DeltaNet layers', '-');
   else if (!cuda) row('kernels', 'go', `PyTorch delta rule (${k.fast_path ? 'fla importable: it would be taken on CPU tensors' : 'the CPU path'})`, 'any on CPU', k.fast_path ? 'flash-linear-attention is installed in a CPU environment: its Triton kernels cannot run CPU tensors' : '');
-  else if (!k.fast_path) row('kernels', q.allow_slow_kernels === true ? 'warn' : 'no-go', `transformers' PyTorch delta rule (flash-linear-attention ${k.distributions['flash-linear-attention'] ?? 'not installed'})`, 'flash-linear-attention (fla.ops.gated_delta_rule)', 'about 5x slower on the Gated DeltaNet layers (PLAN.md section 0); the CUDA profiles install python/requirements-cuda.lock.txt');
+  else if (!k.fast_path) row('kernels', q.allow_slow_kernels ? 'warn' : 'no-go', `transformers' PyTorch delta rule (flash-linear-attention ${k.distributions['flash-linear-attention'] ?? 'not installed'})`, 'flash-linear-attention (fla.ops.gated_delta_rule)', 'about 5x slower on the Gated DeltaNet layers (PLAN.md section 0); the CUDA profiles install python/requirements-cuda.lock.txt');
   else if (k.run_error !== null) row('kernels', 'no-go', `fla ${k.distributions['flash-linear-attention']}: forward and backward failed`, 'one forward and backward at the real width', k.run_error);
   else if (k.run !== null) row('kernels', 'go', `fla ${k.distributions['flash-linear-attention']}: forward+backward of ${k.run.tokens} tokens x ${k.run.heads} heads in ${duration(k.run.seconds)}`, 'flash-linear-attention');
   else row('kernels', 'warn', `fla ${k.distributions['flash-linear-attention']} selected, not run`, 'one forward and backward', 'no CUDA device to run it on');
@@ -176,8 +175,8 @@ export function decide(i: DecideInput): Decision {
       const total = t.devices[0]?.total_bytes ?? 0;
       const withMargin = need * (1 + ALLOCATOR_MARGIN);
       row('gpu memory (distillation)', withMargin <= total ? 'go' : need <= total ? 'warn' : 'no-go', gb(total), `${gb(need)} + ${ALLOCATOR_MARGIN * 100}% allocator margin = ${gb(withMargin)}`,
-        `micro-batch ${q.kd?.micro_batch ?? q.kd?.batch_size ?? '?'} x ${q.kd?.seq_len ?? '?'}, ${q.kd?.latent_dtype ?? 'float32'} latents, fitted to ${L} layers from ${depths.map((d) => d.layers).join(' and ')}` +
-          (need > total && q.kd?.latent_dtype !== 'bfloat16' ? '; set quantize.kd.latent_dtype=bfloat16 (PLAN.md section 3)' : ''));
+        `micro-batch ${q.kd.micro_batch} x ${q.kd.seq_len}, ${q.kd.latent_dtype} latents, fitted to ${L} layers from ${depths.map((d) => d.layers).join(' and ')}` +
+          (need > total && q.kd.latent_dtype !== 'bfloat16' ? '; set quantize.kd.latent_dtype=bfloat16 (PLAN.md section 3)' : ''));
     }
     const hostNeed = (cuda ? ckpt : need + ckpt) + HOST_RESERVE_BYTES;
     row('host memory', hostNeed <= i.host.mem_available_bytes ? 'go' : 'no-go', `${gb(i.host.mem_available_bytes)} available of ${gb(i.host.mem_total_bytes)}`, gb(hostNeed),
@@ -205,21 +204,20 @@ export function decide(i: DecideInput): Decision {
   // the projection
   const phases: PhaseRow[] = [];
   const unmeasured = ['fetch-model and fetch-calib downloads (network)', 'pack, audit, vendor-wheels, emit, smoke-serve, eval'];
-  const cal = q.calibration ?? {};
-  const calTokens = (cal.sequences ?? 64) * (cal.seq_len ?? 256);
+  const calTokens = q.calibration.sequences * q.calibration.seq_len;
   const fwd = atDepth(depths, L, (d) => (d.forward !== undefined ? d.forward.seconds / d.forward.tokens : undefined));
   const step = atDepth(depths, L, (d) => d.generate?.seconds_per_step);
   const micro = atDepth(depths, L, (d) => d.distill?.seconds);
-  const kd = q.kd ?? {};
+  const kd = q.kd;
   if (gptq || q.method === 'twn') {
-    phases.push({ phase: 'float budget plan', seconds: q.allocation?.sensitivity === false ? 0 : fwd === null ? null : fwd * calTokens, basis: `one forward over ${calTokens} calibration tokens` });
+    phases.push({ phase: 'float budget plan', seconds: !q.allocation.sensitivity ? 0 : fwd === null ? null : fwd * calTokens, basis: `one forward over ${calTokens} calibration tokens` });
   }
   if (distills) {
-    const answers = (kd.chat_prompts ?? 0) + (kd.chat_self_prompts ?? 0);
+    const answers = kd.chat_prompts + kd.chat_self_prompts;
     // the batch the mini-run measured at is chatdata's answer batch
     const batch = depths[0]?.generate?.batch ?? 1;
-    const steps = Math.ceil(answers / batch) * (kd.chat_max_new ?? 0) + Math.ceil((kd.chat_self_prompts ?? 0) / batch) * SELF_REQUEST_TOKENS;
-    if (answers > 0) phases.push({ phase: 'teacher transcripts', seconds: step === null ? null : step * steps, basis: `${answers} answers of up to ${kd.chat_max_new ?? 0} tokens at batch ${batch}: ${steps} decode steps (each as measured at a short context: a lower bound)` });
+    const steps = Math.ceil(answers / batch) * kd.chat_max_new + Math.ceil(kd.chat_self_prompts / batch) * SELF_REQUEST_TOKENS;
+    if (answers > 0) phases.push({ phase: 'teacher transcripts', seconds: step === null ? null : step * steps, basis: `${answers} answers of up to ${kd.chat_max_new} tokens at batch ${batch}: ${steps} decode steps (each as measured at a short context: a lower bound)` });
   }
   if (gptq) {
     const g = facts.mini?.gptq ?? null;
@@ -234,15 +232,15 @@ export function decide(i: DecideInput): Decision {
     }
     phases.push({ phase: 'sequential GPTQ', seconds, basis: g === null ? 'not measured' : `fasterquant of one layer per kind plus ${GPTQ_PASSES} layer passes over ${calTokens} tokens, times ${L} layers` });
   }
-  if (distills && (kd.block_steps ?? 0) > 0) {
+  if (distills && kd.block_steps > 0) {
     const perLayerToken = depths.length === 2 && depths[0]!.distill && depths[1]!.distill
       ? Math.max(0, (depths[1]!.distill.seconds - depths[0]!.distill.seconds) / (depths[1]!.layers - depths[0]!.layers)) / depths[0]!.distill.tokens : null;
-    const tokens = (kd.block_batch ?? 8) * (kd.seq_len ?? 256);
-    phases.push({ phase: 'Block-AP', seconds: perLayerToken === null ? null : L * (kd.block_steps ?? 0) * tokens * perLayerToken, basis: `${kd.block_steps} steps of ${tokens} tokens per layer at the distillation step's per-layer cost` });
+    const tokens = kd.block_batch * kd.seq_len;
+    phases.push({ phase: 'Block-AP', seconds: perLayerToken === null ? null : L * kd.block_steps * tokens * perLayerToken, basis: `${kd.block_steps} steps of ${tokens} tokens per layer at the distillation step's per-layer cost` });
   }
   if (distills) {
-    const micros = Math.ceil((kd.batch_size ?? 8) / (kd.micro_batch || kd.batch_size || 8));
-    phases.push({ phase: 'distillation', seconds: micro === null ? null : (kd.steps ?? 0) * micros * micro, basis: `${kd.steps ?? 0} steps x ${micros} micro-batch(es), each as measured` });
+    const micros = Math.ceil(kd.batch_size / kd.micro_batch);
+    phases.push({ phase: 'distillation', seconds: micro === null ? null : kd.steps * micros * micro, basis: `${kd.steps} steps x ${micros} micro-batch(es), each as measured` });
   }
   if (i.quality !== undefined) {
     const tokens = (i.quality.sequences ?? 0) * (i.quality.seq_len ?? 0);

@@ -308,6 +308,20 @@ def kernel_run(text: Any, device: str, seq: int) -> dict[str, Any] | None:
 
 
 # ------------------------------------------------------------------ the command
+def resolved(q: QuantizeConfig) -> dict[str, Any]:
+    """The parsed section's figures the projection multiplies (schemas/workers/preflight-result.schema.json
+    ResolvedQuantize): the worker's defaults, so that decide.ts states none of its own."""
+    k = q.kd
+    return {"method": q.method, "group_size": q.group_size, "device": q.device, "allow_slow_kernels": q.allow_slow_kernels,
+            "calibration": {"seq_len": q.calibration.seq_len, "sequences": q.calibration.sequences,
+                            "batch_size": q.calibration.batch_size},
+            "allocation": {"sensitivity": q.allocation.sensitivity},
+            "kd": {"steps": k.steps, "batch_size": k.batch_size, "micro_batch": k.micro_batch or k.batch_size,
+                   "seq_len": k.seq_len, "latent_dtype": k.latent_dtype, "chat_prompts": k.chat_prompts,
+                   "chat_self_prompts": k.chat_self_prompts, "chat_max_new": k.chat_max_new,
+                   "block_steps": k.block_steps, "block_batch": k.block_batch}}
+
+
 def _config_dir(config: dict[str, Any]) -> Path:
     """The directory holding the model's config.json: the fetched or local one, else config.json alone from the
     hub at the locked commit (a few kB; the weights are not fetched)."""
@@ -339,7 +353,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     # the quantize worker's own parse: the same defaults and checks as the run the preflight projects
     q, _ = parse({**(config.get("quantize") or {}), "model_dir": "", "out_dir": ""})
     device = q.device
-    facts: dict[str, Any] = {"torch": torch_facts()}
+    facts: dict[str, Any] = {"quantize": resolved(q), "torch": torch_facts()}
     kern = kernels.probe()
     facts["kernels"] = {**kern, "run": None, "run_error": None}
     facts["toolchain"] = toolchain_facts()

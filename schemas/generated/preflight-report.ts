@@ -54,6 +54,7 @@ export interface PreflightReport {
   facts: PreflightFacts;
 }
 export interface PreflightFacts {
+  quantize: ResolvedQuantize;
   torch: {
     version: string;
     /**
@@ -144,6 +145,38 @@ export interface PreflightFacts {
     };
   };
   model_error: string | null;
+}
+/**
+ * The quantize section as the worker parsed it (python/ternforge/quant/config.py parse: its defaults filled in): what the projection multiplies.
+ */
+export interface ResolvedQuantize {
+  method: string;
+  group_size: number;
+  device: string;
+  allow_slow_kernels: boolean;
+  calibration: {
+    seq_len: number;
+    sequences: number;
+    batch_size: number;
+  };
+  allocation: {
+    sensitivity: boolean;
+  };
+  /**
+   * micro_batch is resolved: 0 in the profile means batch_size.
+   */
+  kd: {
+    steps: number;
+    batch_size: number;
+    micro_batch: number;
+    seq_len: number;
+    chat_prompts: number;
+    chat_self_prompts: number;
+    chat_max_new: number;
+    block_steps: number;
+    block_batch: number;
+    latent_dtype: string;
+  };
 }
 export interface HubAccess {
   name: string;

@@ -10,6 +10,8 @@ import { err, ok, type Result } from '../engine/result.ts';
 import type { WorkerEvent } from '../engine/types.ts';
 import type { FetchCalibResult } from '../schemas/generated/fetch-calib-result.ts';
 import type { FetchModelResult } from '../schemas/generated/fetch-model-result.ts';
+import type { HarnessResult } from '../schemas/generated/harness-result.ts';
+import type { MathVerifyResult } from '../schemas/generated/math-verify-result.ts';
 import type { HubResolveFailure } from '../schemas/generated/hub-resolve-failure.ts';
 import type { HubResolveResult } from '../schemas/generated/hub-resolve-result.ts';
 import type { PreflightResult } from '../schemas/generated/preflight-result.ts';
@@ -26,6 +28,8 @@ export interface WorkerResults {
   quantize: QuantizeResult;
   quality: QualityResult;
   preflight: PreflightResult;
+  harness: HarnessResult;
+  'math-verify': MathVerifyResult;
 }
 export type WorkerCommand = keyof WorkerResults;
 
@@ -37,6 +41,8 @@ export const WORKER_RESULT_SCHEMAS: Readonly<Record<WorkerCommand, string>> = {
   quantize: 'workers/quantize-result.schema.json',
   quality: 'workers/quality-result.schema.json',
   preflight: 'workers/preflight-result.schema.json',
+  harness: 'workers/harness-result.schema.json',
+  'math-verify': 'workers/math-verify-result.schema.json',
 };
 /** The schema every `failure` event must pass, unless its command has its own below. */
 export const WORKER_FAILURE_SCHEMA = 'workers/worker-failure.schema.json';

@@ -1,9 +1,15 @@
 /**
- * eval: benchmark-style questions against the emitted submission's own server, scored and normalised like
- * the grader (lib/eval). The server is the emitted `server/ternforge_server` on the emitted `weights/`,
- * run by the workers' interpreter (smoke-serve already proved the offline wheel install; reinstalling
- * here would add a minute and measure nothing new). Writes `eval.json` (the whole report) and `eval.md`
- * (the table); with `sweep` set, also `sweep.json`, measured on `selection` sets only.
+ * eval: the graded benchmarks asked of the emitted submission's own server through EleutherAI's
+ * lm-evaluation-harness, and scored and normalised as the grader does (lib/eval/harness.ts). lm-eval's
+ * `local-chat-completions` client sends every request through the recorder (lib/eval/recorder.ts), which
+ * keeps each one's wall time and finish reason; lm-eval's own tasks and scorers read the replies (MATH-500:
+ * math-verify), LiveCodeBench's code runs in the sandbox. The question sets' items are written as the
+ * benchmarks' own dataset rows first (lib/eval/harness-data.ts). The same run against the full-precision
+ * model is the measured ceiling: `eval.json` (with the predicted grade), `eval-float.json`, lm-eval's output
+ * files under `lm-eval/`, and `eval.md` (the tables). The server is the emitted `server/ternforge_server` on
+ * the emitted `weights/`, run by the workers' interpreter (smoke-serve already proved the offline wheel
+ * install; reinstalling here would add a minute and measure nothing new). With `sweep` set, also
+ * `sweep.json`, measured on `selection` sets only by lib/eval/run.ts's own client.
  *
  * Answer retention (lib/eval/answers.ts): the open-answer set is asked of the submission, then of the
  * full-precision model (fetch-model's checkpoint, served by the same server code with the submission's
@@ -22,10 +28,12 @@ import { engineSchemaSet } from '../engine/json-io.ts';
 import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import { stageFailed } from '../lib/failures.ts';
-import { ANSWER_MAX_TOKENS, ANSWER_REPORT_SCHEMA, ANSWER_SET, askServed, formatRetention, loadAnswerSet, retentionTable, runAnswers, type AnswerReport } from '../lib/eval/answers.ts';
+import { ANSWER_MAX_TOKENS, ANSWER_REPORT_SCHEMA, ANSWER_SET, formatRetention, loadAnswerSet, retentionTable, runAnswers, type AnswerReport } from '../lib/eval/answers.ts';
 import { loadQuestionSets } from '../lib/eval/questions.ts';
-import { EVAL_OUTPUTS, runEval, type EvalReport } from '../lib/eval/run.ts';
-import { formatTable } from '../lib/eval/score.ts';
+import { runHarness } from '../lib/eval/harness.ts';
+import { setSummary, writeBenchmarkData } from '../lib/eval/harness-data.ts';
+import { EVAL_OUTPUTS, LM_EVAL_DIR } from '../lib/eval/run.ts';
+import { formatGrade, formatTable, predictedGrade } from '../lib/eval/score.ts';
 import { serving, writeFloatReference, type ServeOptions } from '../lib/eval/serve-model.ts';
 import { requestFieldMeasure, sweep } from '../lib/eval/sweep.ts';
 import { submissionNames } from '../lib/submission/layout.ts';
@@ -33,8 +41,8 @@ import type { EvalParams } from '../schemas/generated/eval.ts';
 
 export const stage = defineStage<EvalParams>({
   name: 'eval',
-  summary: 'Score benchmark-style questions against the served model, normalised like the grader',
-  code: ['stages/eval.ts', 'lib/eval', 'lib/contract.ts', 'schemas/contract.json', 'lib/failures.ts', 'lib/pack/pack-interchange.ts', 'lib/pack/layout.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts', 'schemas/eval-question.schema.json', ...Object.values(EVAL_OUTPUTS).map((o) => `schemas/${o.schema}`), `schemas/${ANSWER_REPORT_SCHEMA}`],
+  summary: "Ask the graded benchmarks of the served model through lm-evaluation-harness, scored and normalised like the grader",
+  code: ['stages/eval.ts', 'lib/eval', 'lib/worker-results.ts', 'python/ternforge/harness.py', 'python/ternforge/harness_tasks', 'schemas/workers/harness-result.schema.json', 'lib/contract.ts', 'schemas/contract.json', 'lib/failures.ts', 'lib/pack/pack-interchange.ts', 'lib/pack/layout.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts', 'schemas/eval-question.schema.json', ...Object.values(EVAL_OUTPUTS).map((o) => `schemas/${o.schema}`), `schemas/${ANSWER_REPORT_SCHEMA}`],
   schema: 'schemas/stages/eval.schema.json',
   inputs: (p, root) => [...evalSetPaths(p, root), answerSetPath(p), ...(p.sweep === undefined ? [] : sweepSetPaths(p, root))],
   tools: ['node', 'python', 'torch'],
@@ -57,36 +65,53 @@ export const stage = defineStage<EvalParams>({
         ...(p.model !== undefined ? { model: p.model } : {}),
         signal: ctx.signal,
       };
+      const sandbox = {
+        ...(p.sandbox?.timeLimitS !== undefined ? { timeLimitMs: p.sandbox.timeLimitS * 1000 } : {}),
+        ...(p.sandbox?.memoryMiB !== undefined ? { memoryBytes: p.sandbox.memoryMiB * 2 ** 20 } : {}),
+        ...(p.sandbox?.outputBytes !== undefined ? { outputBytes: p.sandbox.outputBytes } : {}),
+        ...(p.sandbox?.concurrency !== undefined ? { concurrency: p.sandbox.concurrency } : {}),
+      };
+      const maxTokens = p.maxTokens ?? 4096;
       const answerOptions = { ...common, set: answerSet.value, maxTokens: p.answers?.maxTokens ?? ANSWER_MAX_TOKENS };
       const submission = ctx.upstream('emit');
       const serve = (dir: string, name: string): ServeOptions => ({ python: ctx.python, serverPath: join(submission, submissionNames().SERVER_DIR), dir, scratch: join(scratch, name), startupLimitMs: (p.startupLimitS ?? 300) * 1000, signal: ctx.signal });
-      const served = await serving(serve(submission, 'submission'), async (baseUrl) => {
-        ctx.log(`submission served on ${baseUrl}`);
-        const evalCommon = {
-          ...common,
+
+      const written = writeBenchmarkData(sets.value, join(scratch, 'data'));
+      const harness = (name: 'submission' | 'float', baseUrl: string) =>
+        runHarness({
           baseUrl,
-          maxTokens: p.maxTokens ?? 4096,
-          sandbox: {
-            ...(p.sandbox?.timeLimitS !== undefined ? { timeLimitMs: p.sandbox.timeLimitS * 1000 } : {}),
-            ...(p.sandbox?.memoryMiB !== undefined ? { memoryBytes: p.sandbox.memoryMiB * 2 ** 20 } : {}),
-            ...(p.sandbox?.outputBytes !== undefined ? { outputBytes: p.sandbox.outputBytes } : {}),
-            ...(p.sandbox?.concurrency !== undefined ? { concurrency: p.sandbox.concurrency } : {}),
-          },
-        };
+          data: written.data,
+          sets: sets.value.map(setSummary),
+          origin: written.origin,
+          worker: ctx,
+          scratch: join(scratch, `harness-${name}`),
+          keep: { dir: join(ctx.out, LM_EVAL_DIR, name), keptAs: `${LM_EVAL_DIR}/${name}` },
+          concurrency: common.concurrency,
+          maxTokens,
+          timeoutMs: common.timeoutMs,
+          model: p.model ?? 'ternforge',
+          ...(p.limit !== undefined ? { limit: p.limit } : {}),
+          sandbox,
+          signal: ctx.signal,
+        });
+
+      const served = await serving(serve(submission, 'submission'), async (baseUrl) => {
+        ctx.log(`submission served on ${baseUrl}; lm-eval asks it through the recorder`);
         if (sweepSets !== null && p.sweep !== undefined) {
           const record = await sweep({
             parameter: p.sweep.parameter,
             values: p.sweep.values,
             sets: sweepSets.value,
-            measure: requestFieldMeasure(evalCommon, p.sweep.parameter),
+            measure: requestFieldMeasure({ ...common, baseUrl, maxTokens, sandbox }, p.sweep.parameter),
           });
           if (!record.ok) return err(record.error);
           writeOutput(ctx.out, 'sweep', record.value);
           ctx.log(`sweep ${p.sweep.parameter}: chose ${record.value.chosen} (${record.value.rule})`);
         }
-        const report: EvalReport = await runEval({ ...evalCommon, sets: sets.value });
+        const report = await harness('submission', baseUrl);
+        if (!report.ok) return report;
         const ternary: AnswerReport = await runAnswers({ ...answerOptions, baseUrl });
-        return ok({ report, ternary });
+        return ok({ report: report.value, ternary });
       });
       if (!served.ok) return stageFailed(ctx.stage, served.error);
       if (ctx.signal.aborted) return err({ reason: 'interrupted', stage: ctx.stage });
@@ -94,27 +119,37 @@ export const stage = defineStage<EvalParams>({
       const architecture = join(submission, submissionNames().ARCHITECTURE);
       const reference = await writeFloatReference(join(ctx.upstream('fetch-model'), 'model'), existsSync(architecture) ? architecture : null, join(scratch, 'float-reference'));
       if (!reference.ok) return stageFailed(ctx.stage, { reason: 'submission-input-invalid', path: join(ctx.upstream('fetch-model'), 'model'), detail: reference.error });
-      ctx.log('serving the full-precision reference');
-      const floatServed = await askServed(serve(reference.value, 'float'), answerOptions);
+      ctx.log('serving the full-precision reference: the same lm-eval run is the measured ceiling');
+      const floatServed = await serving(serve(reference.value, 'float'), async (baseUrl) => {
+        const report = await harness('float', baseUrl);
+        if (!report.ok) return report;
+        return ok({ report: report.value, answers: await runAnswers({ ...answerOptions, baseUrl }) });
+      });
       if (!floatServed.ok) return stageFailed(ctx.stage, floatServed.error);
       if (ctx.signal.aborted) return err({ reason: 'interrupted', stage: ctx.stage });
 
       const { report, ternary } = served.value;
-      const retention = retentionTable(floatServed.value, ternary);
-      writeOutput(ctx.out, 'report', report);
-      writeOutput(ctx.out, 'answers', { version: 1, retention, float: floatServed.value, ternary });
+      const floatReport = floatServed.value.report;
+      const retention = retentionTable(floatServed.value.answers, ternary);
+      const grade = predictedGrade(report.table, floatReport.table);
+      writeOutput(ctx.out, 'report', { ...report, grade });
+      writeOutput(ctx.out, 'float', floatReport);
+      writeOutput(ctx.out, 'answers', { version: 1, retention, float: floatServed.value.answers, ternary });
       const table = formatTable(report.table);
+      const grades = formatGrade(grade);
       const answers = formatRetention(retention);
       const set = answerSet.value;
+      const tasks = (report.harness?.tasks ?? []).map((t) => `- ${t.benchmark}: \`${t.task}\` (${t.referenceTask === null ? 'ours, in lm-eval\'s format' : `lm-eval's \`${t.referenceTask}\``}), filter \`${t.filter}\`, metric \`${t.metric}\``).join('\n');
       writeFileSync(
         join(ctx.out, 'eval.md'),
-        `# Evaluation of ${ctx.profile}\n\n${table}\n\n## Answer retention\n\n${set.set.questions.length} open-answer questions of \`${set.path}\` (role evaluation), asked of the submission and of the full-precision model (fetch-model's checkpoint) through the same server, greedy, max_tokens ${answerOptions.maxTokens}; retention = ternary accuracy / float accuracy (open answers have no chance level, so this is also the grader's normalisation with the float model as the ceiling).\n\n${answers}\n`,
+        `# Evaluation of ${ctx.profile}\n\nlm-eval ${report.harness?.lmEval} (math-verify ${report.harness?.mathVerify}), \`local-chat-completions\`, ${common.concurrency} in flight, zero-shot, greedy, max_tokens ${maxTokens}, ${common.timeoutMs / 1000} s per request; a reply cut at max_tokens, past the deadline or failed scores zero and is counted apart. Its output files: \`${LM_EVAL_DIR}/\`.\n\n${tasks}\n\n${table}\n\n## Predicted grade\n\nThe same run against the full-precision model (fetch-model's checkpoint) served by the same server is the measured ceiling; the grader's ceiling is its bf16 reference.\n\n${grades}\n\n## Answer retention\n\n${set.set.questions.length} open-answer questions of \`${set.path}\` (role evaluation), asked of the submission and of the full-precision model (fetch-model's checkpoint) through the same server, greedy, max_tokens ${answerOptions.maxTokens}; retention = ternary accuracy / float accuracy (open answers have no chance level, so this is also the grader's normalisation with the float model as the ceiling).\n\n${answers}\n`,
       );
-      for (const line of [...table.split('\n'), ...answers.split('\n')]) ctx.log(line);
+      for (const line of [...table.split('\n'), ...grades.split('\n'), ...answers.split('\n')]) ctx.log(line);
       const all = retention[retention.length - 1]!;
       return ok({
         summary: {
           meanScore: report.table.meanScore,
+          predictedGrade: grade.meanMeasured,
           rows: report.table.rows.length,
           questions: report.questions.length,
           answerAccuracy: { float: all.floatAccuracy, ternary: all.ternaryAccuracy },

@@ -63,10 +63,14 @@ const VERSIONS_SCRIPT = [
   'print(json.dumps({"python": platform.python_version(), "torch": v("torch"), "transformers": v("transformers"), "kernels": kernels}))',
 ].join('\n');
 
-/** A lock (every pin with --hash) is installed hash-checked and from wheels only. */
+/**
+ * A lock (every pin with --hash) is installed hash-checked, from wheels only, and as it stands (--no-deps): it
+ * is the whole resolved set, so pip resolves nothing more (the lock may leave out a dependency on purpose:
+ * python/requirements-cuda.overrides.txt).
+ */
 function installArgs(requirements: string): string[] {
   const locked = /--hash=sha256:/.test(readFileSync(requirements, 'utf8'));
-  return ['-m', 'pip', 'install', '--progress-bar', 'off', ...(locked ? ['--require-hashes', '--only-binary', ':all:'] : []), '-r', requirements];
+  return ['-m', 'pip', 'install', '--progress-bar', 'off', ...(locked ? ['--require-hashes', '--only-binary', ':all:', '--no-deps'] : []), '-r', requirements];
 }
 
 export const stage = defineStage<PythonEnvParams>({

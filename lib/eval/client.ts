@@ -51,6 +51,8 @@ export interface Completion {
   /** `choices[0].finish_reason` (`stop`, `length`, ...); null when no reply came. */
   readonly finishReason: string | null;
   readonly usage: { readonly promptTokens: number | null; readonly completionTokens: number | null } | null;
+  /** The server marked `content` as its own fallback sentence, not the model's (`ternforge.fallback_content`). */
+  readonly fallback: boolean;
   /** From sending the request to the end of the body, or to the abort. */
   readonly latencyMs: number;
   /** Aborted at the deadline. */
@@ -79,56 +81,59 @@ const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFi
 
 /** Send one request; never throws for transport or server faults. */
 export async function complete(req: ChatRequest, settings: ClientSettings, signal?: AbortSignal): Promise<Completion> {
-  const deadline = AbortSignal.timeout(settings.timeoutMs);
+  const body = { ...settings.extraBody, model: settings.model, messages: req.messages, max_tokens: settings.maxTokens, temperature: settings.temperature };
+  return (await post(settings.url, req.id, body, settings.timeoutMs, signal)).completion;
+}
+
+/**
+ * POST one chat-completions body as it is and settle what came back into a `Completion` (the reply's own
+ * text too, when it was a well-formed 2xx); never throws for transport or server faults. `complete` builds
+ * the grader's body; the harness's recorder (recorder.ts) forwards lm-eval's.
+ */
+export async function post(url: string, id: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<{ completion: Completion; reply: string | null }> {
+  const deadline = AbortSignal.timeout(timeoutMs);
   const combined = signal === undefined ? deadline : AbortSignal.any([deadline, signal]);
   const started = performance.now();
-  const base = { id: req.id, content: null, finishReason: null, usage: null };
+  const base = { id, content: null, finishReason: null, usage: null, fallback: false };
   let httpStatus: number | null = null;
+  const failed = (latencyMs: number, error: string, timedOut = false): { completion: Completion; reply: null } => ({ completion: { ...base, latencyMs, timedOut, httpStatus, error }, reply: null });
   try {
-    const res = await fetch(settings.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        ...settings.extraBody,
-        model: settings.model,
-        messages: req.messages,
-        max_tokens: settings.maxTokens,
-        temperature: settings.temperature,
-      }),
-      signal: combined,
-    });
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: combined });
     httpStatus = res.status;
     const text = await res.text();
     const latencyMs = performance.now() - started;
-    if (!res.ok) return { ...base, latencyMs, timedOut: false, httpStatus, error: `HTTP ${res.status}: ${text.slice(0, 300)}` };
-    let body: unknown;
+    if (!res.ok) return failed(latencyMs, `HTTP ${res.status}: ${text.slice(0, 300)}`);
+    let parsed: unknown;
     try {
-      body = JSON.parse(text);
+      parsed = JSON.parse(text);
     } catch {
-      return { ...base, latencyMs, timedOut: false, httpStatus, error: `reply is not JSON: ${text.slice(0, 200)}` };
+      return failed(latencyMs, `reply is not JSON: ${text.slice(0, 200)}`);
     }
-    const choice = (body as { choices?: Array<{ message?: { content?: unknown }; finish_reason?: unknown }> }).choices?.[0];
-    if (choice === undefined) return { ...base, latencyMs, timedOut: false, httpStatus, error: 'reply has no choices' };
+    const reply = parsed as { choices?: Array<{ message?: { content?: unknown }; finish_reason?: unknown }>; usage?: Record<string, unknown> | null; ternforge?: { fallback_content?: unknown } };
+    const choice = reply.choices?.[0];
+    if (choice === undefined) return failed(latencyMs, 'reply has no choices');
     const content = choice.message?.content;
-    const usage = (body as { usage?: Record<string, unknown> }).usage;
-    return {
-      id: req.id,
+    const usage = reply.usage;
+    const completion: Completion = {
+      id,
       content: typeof content === 'string' ? content : null,
       finishReason: typeof choice.finish_reason === 'string' ? choice.finish_reason : null,
       usage: usage === undefined || usage === null ? null : { promptTokens: num(usage.prompt_tokens), completionTokens: num(usage.completion_tokens) },
+      fallback: reply.ternforge?.fallback_content === true,
       latencyMs,
       timedOut: false,
       httpStatus,
       error: null,
     };
+    return { completion, reply: text };
   } catch (e) {
     const latencyMs = performance.now() - started;
     const timedOut = deadline.aborted;
     const cause = (e as { cause?: { code?: string; message?: string } }).cause;
     const message = timedOut
-      ? `no complete reply within ${settings.timeoutMs} ms`
+      ? `no complete reply within ${timeoutMs} ms`
       : `${(e as Error).name}: ${(e as Error).message}${cause?.code !== undefined ? ` (${cause.code})` : ''}`;
-    return { ...base, latencyMs, timedOut, httpStatus, error: message };
+    return failed(latencyMs, message, timedOut);
   }
 }
 

@@ -8,6 +8,7 @@ import { scoreChoice } from './choice.ts';
 import { completeAll, type Completion } from './client.ts';
 import { sandboxInfo, scoreCode, type SandboxOptions } from './code-sandbox.ts';
 import { answerText } from './content.ts';
+import { setSummary } from './harness-data.ts';
 import { scoreMath } from './math-equiv.ts';
 import { mapPool } from './pool.ts';
 import { promptFor, type Question } from './prompts.ts';
@@ -49,9 +50,14 @@ interface Job {
  */
 export const EVAL_OUTPUTS = {
   report: { file: 'eval.json', schema: 'eval-report.schema.json' },
+  /** The same lm-eval run against the full-precision model: the measured ceiling. */
+  float: { file: 'eval-float.json', schema: 'eval-report.schema.json' },
   answers: { file: 'answers.json', schema: 'answer-retention.schema.json' },
   sweep: { file: 'sweep.json', schema: 'sweep-record.schema.json' },
 } as const;
+
+/** Where the eval stage keeps lm-eval's own output files (one directory per served model), in its outputs. */
+export const LM_EVAL_DIR = 'lm-eval';
 
 const ANSWER_TAIL = 300;
 
@@ -123,15 +129,7 @@ export async function runEval(opts: RunEvalOptions): Promise<EvalReport> {
     wallMs: performance.now() - started,
     settings,
     sandbox,
-    sets: opts.sets.map((s) => ({
-      name: s.set.name,
-      path: s.path,
-      sha256: s.sha256,
-      role: s.set.role,
-      benchmark: s.set.benchmark,
-      source: s.set.source,
-      questions: s.set.questions.length,
-    })),
+    sets: opts.sets.map(setSummary),
     table: tabulate(questions),
     questions,
   };

@@ -121,8 +121,17 @@ export function renderHtml(o: { guide: EvidenceGuide; evidence: readonly StageEv
     parts.push(VOLATILE_BEGIN);
     if (evalReport !== null) {
       const t = evalReport.table;
-      parts.push(`<h3>Benchmark-style questions (<code>${esc(EVIDENCE_FILES.eval.path)}</code>): mean normalised score ${esc(t.meanScore.toFixed(1))}${t.missing.length > 0 ? `, no questions of ${esc(t.missing.join(', '))}` : ''}</h3>`);
-      parts.push(htmlTable(['benchmark', 'n', 'right', 'accuracy', 'score', 'cut off', 'timed out', 'errors', 'mean tokens', 'p50 / p95 latency (ms)'], t.rows.map((r) => [r.benchmark, r.questions, r.correct, r.accuracy.toFixed(3), r.score.toFixed(1), r.truncations, r.timeouts, r.errors, r.meanCompletionTokens === null ? '-' : r.meanCompletionTokens.toFixed(1), `${Math.round(r.p50LatencyMs)} / ${Math.round(r.p95LatencyMs)}`])));
+      const h = evalReport.harness;
+      parts.push(`<h3>Graded benchmarks (<code>${esc(EVIDENCE_FILES.eval.path)}</code>)${h === undefined ? '' : `, asked and scored by lm-eval ${esc(h.lmEval)} (math-verify ${esc(h.mathVerify)})`}: mean normalised score ${esc(t.meanScore.toFixed(1))}${t.missing.length > 0 ? `, no questions of ${esc(t.missing.join(', '))}` : ''}</h3>`);
+      parts.push(htmlTable(['benchmark', 'n', 'right', 'accuracy', 'score', 'cut off', 'timed out', 'errors', 'server fallbacks', 'mean tokens', 'p50 / p95 latency (ms)'], t.rows.map((r) => [r.benchmark, r.questions, r.correct, r.accuracy.toFixed(3), r.score.toFixed(1), r.truncations, r.timeouts, r.errors, r.fallbacks ?? '-', r.meanCompletionTokens === null ? '-' : r.meanCompletionTokens.toFixed(1), `${Math.round(r.p50LatencyMs)} / ${Math.round(r.p95LatencyMs)}`])));
+      if (h !== undefined) parts.push(htmlTable(['benchmark', 'lm-eval task', 'runs', 'filter', 'metric', "lm-eval's own value"], h.tasks.map((x) => [x.benchmark, x.task, x.referenceTask ?? 'ours, in its format', x.filter, x.metric, x.lmEvalValue === null ? '-' : x.lmEvalValue.toFixed(3)])));
+      const g = evalReport.grade;
+      if (g !== undefined) {
+        const f = (x: number | null): string => (x === null ? '-' : x.toFixed(3));
+        const pct = (x: number | null): string => (x === null ? '-' : x.toFixed(1));
+        parts.push(`<h3>Predicted grade: ${esc(pct(g.meanGrader))} with the grader's ceilings, ${esc(pct(g.meanMeasured))} with the measured ones (the full-precision model, same run)</h3>`);
+        parts.push(htmlTable(['benchmark', 'chance', 'ternary', 'float (measured ceiling)', 'grader ceiling', 'score', 'score (measured ceiling)'], g.rows.map((r) => [r.benchmark, f(r.floor), f(r.ternaryAccuracy), f(r.floatAccuracy), f(r.graderCeiling), pct(r.scoreGrader), pct(r.scoreMeasured)])));
+      }
     }
     if (answers !== null) {
       parts.push(`<h3>Answer retention (<code>${esc(EVIDENCE_FILES.answers.path)}</code>): ${esc(answers.ternary.set.questions)} open-answer questions of <code>${esc(answers.ternary.set.path)}</code>, asked of this submission and of the full-precision model</h3>`);

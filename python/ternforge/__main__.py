@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "fetch-calib": "ternforge.calib.fetch:main",
     "quality": "ternforge.quality:main",
     "preflight": "ternforge.preflight:main",
+    "harness": "ternforge.harness:main",
+    "math-verify": "ternforge.mathcheck:main",
 }
 
 

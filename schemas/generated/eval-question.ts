@@ -55,6 +55,24 @@ export interface Source {
 export interface ChoiceQuestion {
   id: string;
   kind: 'choice';
+  /**
+   * MMLU-Pro's subject category (its `category` column), which picks lm-eval's per-category mmlu_pro task (python/ternforge/harness.py MMLU_PRO_CATEGORIES); required of mmlu-pro sets the harness asks.
+   */
+  category?:
+    | 'biology'
+    | 'business'
+    | 'chemistry'
+    | 'computer science'
+    | 'economics'
+    | 'engineering'
+    | 'health'
+    | 'history'
+    | 'law'
+    | 'math'
+    | 'other'
+    | 'philosophy'
+    | 'physics'
+    | 'psychology';
   question: string;
   /**
    * Option texts in order; they are lettered A, B, C, ... in the prompt.

@@ -21,6 +21,28 @@ export interface EvalReport {
   sets: SetSummary[];
   table: ScoreTable;
   questions: QuestionOutcome[];
+  grade?: Grade;
+  /**
+   * How lm-evaluation-harness asked and scored (lib/eval/harness.ts): its versions and command line, the task, filter and metric each benchmark was read by with lm-eval's own aggregate, and its output files as kept in the stage's outputs. Absent in a report of lib/eval/run.ts (a sweep's).
+   */
+  harness?: {
+    lmEval: string;
+    mathVerify: string;
+    argv: string[];
+    tasks: HarnessTask[];
+    /**
+     * lm-eval's results and samples files, relative to the stage's outputs.
+     */
+    files: string[];
+    /**
+     * Chat-completions requests the recorder saw.
+     */
+    requests: number;
+    /**
+     * Recorded requests no sample claimed (0 unless lm-eval asked the same thing twice).
+     */
+    unmatched: number;
+  };
 }
 /**
  * The settings every request used (lib/eval/client.ts).
@@ -167,6 +189,10 @@ export interface BenchmarkRow {
    */
   errors: number;
   /**
+   * Replies whose content the server wrote itself (`ternforge.fallback_content`), not the model; scored as they read.
+   */
+  fallbacks?: number;
+  /**
    * Mean `completion_tokens` over replies that reported usage; null when none did.
    */
   meanCompletionTokens: number | null;
@@ -219,4 +245,48 @@ export interface QuestionOutcome {
    * Scorer-specific facts (code: per-test verdicts).
    */
   detail?: {};
+}
+/**
+ * The predicted grade (lib/eval/score.ts predictedGrade): each benchmark rescaled from chance to the grader's ceiling, and to the measured one (the full-precision model in the same run, eval-float.json).
+ */
+export interface Grade {
+  rows: {
+    /**
+     * The benchmark whose format, prompt, scorer and normalisation this set follows (not a claim that its items come from it).
+     */
+    benchmark: 'gpqa-diamond' | 'mmlu-pro' | 'math-500' | 'livecodebench';
+    floor: number;
+    graderCeiling: number;
+    ternaryAccuracy: number;
+    floatAccuracy: number | null;
+    scoreGrader: number;
+    /**
+     * Null when the measured ceiling is not above chance.
+     */
+    scoreMeasured: number | null;
+    /**
+     * The float model's own score with the grader's ceiling (about 100 when the run reproduces the grader).
+     */
+    floatScoreGrader: number | null;
+  }[];
+  meanGrader: number;
+  meanMeasured: number | null;
+}
+export interface HarnessTask {
+  /**
+   * The benchmark whose format, prompt, scorer and normalisation this set follows (not a claim that its items come from it).
+   */
+  benchmark: 'gpqa-diamond' | 'mmlu-pro' | 'math-500' | 'livecodebench';
+  task: string;
+  tasks: string[];
+  /**
+   * The lm-eval 0.4.13 task it runs (null: ours, in lm-eval's format).
+   */
+  referenceTask: string | null;
+  filter: string;
+  metric: string;
+  /**
+   * lm-eval's own aggregate of the metric (its results file), before the grader's rule for cut, late and failed replies; null where lm-eval does not score the answer (livecodebench: the sandbox does).
+   */
+  lmEvalValue: number | null;
 }

@@ -22,6 +22,10 @@ export interface EvalParams {
     maxTokens?: number;
   };
   /**
+   * At most this many items per lm-eval task (its --limit), for a quick look; default every item.
+   */
+  limit?: number;
+  /**
    * Requests in flight at once (grader: 16).
    */
   concurrency?: number;

@@ -84,6 +84,10 @@ export interface BenchmarkRow {
    */
   errors: number;
   /**
+   * Replies whose content the server wrote itself (`ternforge.fallback_content`), not the model; scored as they read.
+   */
+  fallbacks?: number;
+  /**
    * Mean `completion_tokens` over replies that reported usage; null when none did.
    */
   meanCompletionTokens: number | null;

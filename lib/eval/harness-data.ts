@@ -1,0 +1,129 @@
+/**
+ * Question sets as the benchmarks' own dataset rows, so that lm-eval's tasks (python/ternforge/harness.py) read
+ * project-written items exactly as they read the real splits: the same columns, the same split names, one
+ * JSON-lines file per benchmark and split. On the GPU box the real splits are the files; here and in CI the
+ * project-written sets are, converted by `writeBenchmarkData`. `questionIdOf` reads an item's id back out of
+ * the document lm-eval logged with each sample.
+ *
+ * Rows, per benchmark (the Hugging Face datasets the grader's benchmarks are published as):
+ * - gpqa-diamond (`Idavidrein/gpqa`, config gpqa_diamond, split train): `Question`, `Correct Answer`,
+ *   `Incorrect Answer 1..3`, `Record ID`; lm-eval shuffles the four choices itself.
+ * - math-500 (`HuggingFaceH4/MATH-500`, test): `problem`, `solution` (the answer boxed), `answer`,
+ *   `subject`, `level`, `unique_id`.
+ * - mmlu-pro (`TIGER-Lab/MMLU-Pro`, test): `question_id`, `question`, `options`, `answer` (a letter),
+ *   `answer_index`, `cot_content`, `category`, `src`.
+ * - livecodebench (`livecodebench/code_generation_lite`, test): `question_id`, `question_title`,
+ *   `question_content`, `platform`, `contest_id`, `contest_date`, `starter_code`, `difficulty`,
+ *   `public_test_cases` (JSON: input, output, testtype), `private_test_cases`, `metadata` (JSON: func_name).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ChoiceQuestion, CodeQuestion, MathQuestion } from '../../schemas/generated/eval-question.ts';
+import type { SetSummary } from '../../schemas/generated/eval-report.ts';
+import type { LoadedSet } from './questions.ts';
+import type { Benchmark } from './score.ts';
+
+/** What the harness worker reads for one benchmark: its rows' files by split, in a format `datasets` loads. */
+export interface BenchmarkData {
+  benchmark: Benchmark;
+  format: 'json' | 'parquet';
+  files: Record<string, string[]>;
+}
+
+/** The split each benchmark's lm-eval task evaluates (GPQA is published as one `train` split). */
+export const EVAL_SPLIT: Readonly<Record<Benchmark, string>> = { 'gpqa-diamond': 'train', 'math-500': 'test', livecodebench: 'test', 'mmlu-pro': 'test' };
+
+/** The column that holds an item's id in each benchmark's rows. */
+const ID_COLUMN: Readonly<Record<Benchmark, string>> = { 'gpqa-diamond': 'Record ID', 'math-500': 'unique_id', livecodebench: 'question_id', 'mmlu-pro': 'question_id' };
+
+const letterIndex = (answer: string): number => answer.charCodeAt(0) - 65;
+
+function gpqaRow(q: ChoiceQuestion): Record<string, unknown> {
+  if (q.options.length !== 4) throw new Error(`gpqa-diamond item ${q.id}: ${q.options.length} options, GPQA has 4`);
+  const correct = letterIndex(q.answer);
+  const incorrect = q.options.filter((_, i) => i !== correct);
+  return { Question: q.question, 'Correct Answer': q.options[correct], 'Incorrect Answer 1': incorrect[0], 'Incorrect Answer 2': incorrect[1], 'Incorrect Answer 3': incorrect[2], 'Record ID': q.id };
+}
+
+function mmluProRow(q: ChoiceQuestion, set: string): Record<string, unknown> {
+  if (q.category === undefined) throw new Error(`mmlu-pro item ${q.id} of ${set} has no category: lm-eval's mmlu_pro tasks are per category`);
+  return { question_id: q.id, question: q.question, options: q.options, answer: q.answer, answer_index: letterIndex(q.answer), cot_content: '', category: q.category, src: set };
+}
+
+function mathRow(q: MathQuestion): Record<string, unknown> {
+  return { problem: q.problem, solution: `The answer is $\\boxed{${q.answer}}$.`, answer: q.answer, subject: 'project-written', level: 0, unique_id: q.id };
+}
+
+function codeRow(q: CodeQuestion): Record<string, unknown> {
+  const cases = q.tests.map((t) =>
+    t.type === 'stdin'
+      ? { input: t.input, output: t.output, testtype: 'stdin' }
+      : { input: t.args.map((a) => JSON.stringify(a)).join('\n'), output: JSON.stringify(t.expected), testtype: 'functional' },
+  );
+  return {
+    question_id: q.id,
+    question_title: q.id,
+    question_content: q.problem,
+    platform: 'project-written',
+    contest_id: '',
+    contest_date: '',
+    starter_code: q.starterCode ?? '',
+    difficulty: '',
+    public_test_cases: JSON.stringify(cases),
+    private_test_cases: '',
+    metadata: JSON.stringify(q.fnName === undefined ? {} : { func_name: q.fnName }),
+  };
+}
+
+function rowOf(set: LoadedSet, q: LoadedSet['set']['questions'][number]): Record<string, unknown> {
+  const b = set.set.benchmark;
+  if (b === 'gpqa-diamond' && q.kind === 'choice') return gpqaRow(q);
+  if (b === 'mmlu-pro' && q.kind === 'choice') return mmluProRow(q, set.set.name);
+  if (b === 'math-500' && q.kind === 'math') return mathRow(q);
+  if (b === 'livecodebench' && q.kind === 'code') return codeRow(q);
+  throw new Error(`${set.path}: a ${q.kind} item in a ${b} set`);
+}
+
+/** What `writeBenchmarkData` wrote: the worker's input, and which set each `<benchmark>/<id>` came from. */
+export interface WrittenData {
+  data: BenchmarkData[];
+  origin: Map<string, string>;
+}
+
+/**
+ * Write every set's items as their benchmark's rows under `dir` (one file per benchmark). Throws on two items
+ * of one benchmark with the same id: samples are joined back to their items by it.
+ */
+export function writeBenchmarkData(sets: readonly LoadedSet[], dir: string): WrittenData {
+  mkdirSync(dir, { recursive: true });
+  const byBenchmark = new Map<Benchmark, Record<string, unknown>[]>();
+  const origin = new Map<string, string>();
+  for (const set of sets) {
+    const rows = byBenchmark.get(set.set.benchmark) ?? [];
+    for (const q of set.set.questions) {
+      const key = `${set.set.benchmark}/${q.id}`;
+      if (origin.has(key)) throw new Error(`${set.path}: item ${q.id} has the id of an item of ${origin.get(key)}; the ${set.set.benchmark} sets' ids must differ`);
+      origin.set(key, set.set.name);
+      rows.push(rowOf(set, q));
+    }
+    byBenchmark.set(set.set.benchmark, rows);
+  }
+  const data = [...byBenchmark].map(([benchmark, rows]) => {
+    const file = join(dir, `${benchmark}.${EVAL_SPLIT[benchmark]}.jsonl`);
+    writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    return { benchmark, format: 'json' as const, files: { [EVAL_SPLIT[benchmark]]: [file] } };
+  });
+  return { data, origin };
+}
+
+/** A set as the eval report names it. */
+export function setSummary(s: LoadedSet): SetSummary {
+  return { name: s.set.name, path: s.path, sha256: s.sha256, role: s.set.role, benchmark: s.set.benchmark, source: s.set.source, questions: s.set.questions.length };
+}
+
+/** An item's id, from the document lm-eval logged with its sample. */
+export function questionIdOf(benchmark: Benchmark, doc: Record<string, unknown>): string {
+  const id = doc[ID_COLUMN[benchmark]];
+  if (typeof id !== 'string' && typeof id !== 'number') throw new Error(`${benchmark} sample's document has no ${ID_COLUMN[benchmark]}`);
+  return String(id);
+}

@@ -32,6 +32,7 @@ import { ANSWER_MAX_TOKENS, ANSWER_REPORT_SCHEMA, ANSWER_SET, formatRetention, l
 import { loadQuestionSets } from '../lib/eval/questions.ts';
 import { runHarness } from '../lib/eval/harness.ts';
 import { setSummary, writeBenchmarkData } from '../lib/eval/harness-data.ts';
+import { workerMathVerifier } from '../lib/eval/math-verify.ts';
 import { EVAL_OUTPUTS, LM_EVAL_DIR } from '../lib/eval/run.ts';
 import { formatGrade, formatTable, predictedGrade } from '../lib/eval/score.ts';
 import { serving, writeFloatReference, type ServeOptions } from '../lib/eval/serve-model.ts';
@@ -42,7 +43,7 @@ import type { EvalParams } from '../schemas/generated/eval.ts';
 export const stage = defineStage<EvalParams>({
   name: 'eval',
   summary: "Ask the graded benchmarks of the served model through lm-evaluation-harness, scored and normalised like the grader",
-  code: ['stages/eval.ts', 'lib/eval', 'lib/worker-results.ts', 'python/ternforge/harness.py', 'python/ternforge/harness_tasks', 'schemas/workers/harness-result.schema.json', 'lib/contract.ts', 'schemas/contract.json', 'lib/failures.ts', 'lib/pack/pack-interchange.ts', 'lib/pack/layout.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts', 'schemas/eval-question.schema.json', ...Object.values(EVAL_OUTPUTS).map((o) => `schemas/${o.schema}`), `schemas/${ANSWER_REPORT_SCHEMA}`],
+  code: ['stages/eval.ts', 'lib/eval', 'lib/worker-results.ts', 'python/ternforge/harness.py', 'python/ternforge/harness_tasks', 'python/ternforge/mathcheck.py', 'schemas/workers/math-verify-result.schema.json', 'schemas/workers/harness-result.schema.json', 'lib/contract.ts', 'schemas/contract.json', 'lib/failures.ts', 'lib/pack/pack-interchange.ts', 'lib/pack/layout.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts', 'schemas/eval-question.schema.json', ...Object.values(EVAL_OUTPUTS).map((o) => `schemas/${o.schema}`), `schemas/${ANSWER_REPORT_SCHEMA}`],
   schema: 'schemas/stages/eval.schema.json',
   inputs: (p, root) => [...evalSetPaths(p, root), answerSetPath(p), ...(p.sweep === undefined ? [] : sweepSetPaths(p, root))],
   tools: ['node', 'python', 'torch'],
@@ -102,7 +103,7 @@ export const stage = defineStage<EvalParams>({
             parameter: p.sweep.parameter,
             values: p.sweep.values,
             sets: sweepSets.value,
-            measure: requestFieldMeasure({ ...common, baseUrl, maxTokens, sandbox }, p.sweep.parameter),
+            measure: requestFieldMeasure({ ...common, baseUrl, maxTokens, sandbox, mathVerify: workerMathVerifier(ctx) }, p.sweep.parameter),
           });
           if (!record.ok) return err(record.error);
           writeOutput(ctx.out, 'sweep', record.value);

@@ -3,12 +3,14 @@
  * schema and the semantic checks, declares the right role, and is answerable: math references are
  * self-equivalent and every code question's tests pass with a reference solution kept here.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCode } from '../lib/eval/code-sandbox.ts';
-import { mathEquivalent } from '../lib/eval/math-equiv.ts';
+import { runWorker } from '../engine/worker.ts';
+import { workerMathVerifier } from '../lib/eval/math-verify.ts';
 import { loadQuestionSet, loadQuestionSets, questionFiles, type LoadedSet } from '../lib/eval/questions.ts';
 
 const root = join(import.meta.dirname, '..');
@@ -51,9 +53,17 @@ describe('project question sets', () => {
     expect([...text(sel)].filter((t) => evalTexts.has(t))).toEqual([]);
   });
 
-  it('math references are self-equivalent (they parse)', async () => {
-    for (const s of [...(await loadDir('data/eval')), ...(await loadDir('data/selection'))]) {
-      for (const q of s.set.questions) if (q.kind === 'math') expect(mathEquivalent(q.answer, q.answer), q.id).toBe(true);
+  it('math references are self-equivalent under math-verify (they parse)', async () => {
+    const math = [...(await loadDir('data/eval')), ...(await loadDir('data/selection'))].flatMap((s) => s.set.questions.filter((q) => q.kind === 'math'));
+    const tmp = mkdtempSync(join(tmpdir(), 'ternforge-eval-data-'));
+    try {
+      const python = join(process.env.TERNFORGE_VENV || join(root, '.ternforge', 'venv'), 'bin', 'python');
+      const verify = workerMathVerifier({ worker: (c, cfg) => runWorker({ stage: 'eval', python, root, tmpDir: tmp, signal: new AbortController().signal, log: () => {} }, c, cfg) });
+      const r = await verify(math.map((q) => ({ reply: `\\boxed{${q.answer}}`, reference: q.answer })));
+      if (!r.ok) throw new Error(JSON.stringify(r.error));
+      expect(math.filter((_, i) => !r.value[i]!.correct).map((q) => q.id)).toEqual([]);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
     }
   });
 

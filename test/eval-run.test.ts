@@ -3,8 +3,12 @@
  * replies (right, wrong, cut off at max_tokens, hanging past the deadline, code that passes, code that
  * loops), then the exact table; and the sweep, which refuses evaluation data before asking anything.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runWorker } from '../engine/worker.ts';
+import { workerMathVerifier } from '../lib/eval/math-verify.ts';
 import { loadQuestionSets, questionFiles, type LoadedSet } from '../lib/eval/questions.ts';
 import { engineSchemaSet } from '../engine/json-io.ts';
 import { EVAL_OUTPUTS, runEval, type EvalReport } from '../lib/eval/run.ts';
@@ -18,6 +22,13 @@ async function load(dir: string): Promise<LoadedSet[]> {
   if (!r.ok) throw new Error(JSON.stringify(r.error));
   return r.value;
 }
+
+const tmp = mkdtempSync(join(tmpdir(), 'ternforge-eval-run-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+/** math-verify through the real worker (python/ternforge/mathcheck.py), as the eval stage runs it. */
+const mathVerify = workerMathVerifier({
+  worker: (c, cfg) => runWorker({ stage: 'eval', python: join(process.env.TERNFORGE_VENV || join(root, '.ternforge', 'venv'), 'bin', 'python'), root, tmpDir: tmp, signal: new AbortController().signal, log: () => {} }, c, cfg),
+});
 
 const fence = (code: string): string => `Here is my solution.\n\`\`\`python\n${code}\`\`\``;
 
@@ -33,7 +44,7 @@ describe('runEval on data/eval', () => {
       { match: 'Aa x Aa', content: 'Answer: D', delayMs: 5000 },
       // mmlu-pro-style: one right
       { match: '15% of 240', content: 'The answer is (E).', completionTokens: 30 },
-      // math-style: equivalent forms count
+      // math-style (scored by math-verify): equivalent forms count; an inequality for an interval does not
       { match: 'Simplify $\\sqrt{72}$', content: 'So $\\boxed{\\sqrt{72}}$... no: $\\boxed{6 \\sqrt 2}$.' },
       { match: 'x^2 - 5x + 6', content: '$x = \\boxed{3, 2}$' },
       { match: '2x - 3 > 5', content: '\\boxed{x > 4}' },
@@ -44,7 +55,7 @@ describe('runEval on data/eval', () => {
       { match: 'longest strictly increasing', content: fence('class Solution:\n    def longestIncreasingRun(self, nums):\n        b = r = 1\n        for x, y in zip(nums, nums[1:]):\n            r = r + 1 if y > x else 1\n            b = max(b, r)\n        return b\n') },
       { match: 'occurs most often', content: fence('while True:\n    pass\n') },
     ]);
-    report = await runEval({ baseUrl: server.url, sets: await load('data/eval'), timeoutMs: 1500, sandbox: { timeLimitMs: 1500 } });
+    report = await runEval({ baseUrl: server.url, sets: await load('data/eval'), timeoutMs: 1500, sandbox: { timeLimitMs: 1500 }, mathVerify });
   });
   afterAll(() => server.close());
 
@@ -63,10 +74,10 @@ describe('runEval on data/eval', () => {
   it('produces the exact table', () => {
     const rows = Object.fromEntries(report.table.rows.map((r) => [r.benchmark, r]));
     expect(rows['gpqa-diamond']).toMatchObject({ questions: 6, correct: 1, truncations: 1, timeouts: 1, errors: 0, score: 0 });
-    expect(rows['math-500']).toMatchObject({ questions: 8, correct: 3, truncations: 1, timeouts: 0, score: normalisedScore('math-500', 3 / 8) });
+    expect(rows['math-500']).toMatchObject({ questions: 8, correct: 2, truncations: 1, timeouts: 0, score: normalisedScore('math-500', 2 / 8) });
     expect(rows['livecodebench']).toMatchObject({ questions: 4, correct: 2, score: 100 });
     expect(rows['mmlu-pro']).toMatchObject({ questions: 6, correct: 1, score: normalisedScore('mmlu-pro', 1 / 6) });
-    expect(report.table.meanScore).toBeCloseTo((0 + normalisedScore('math-500', 3 / 8) + 100 + normalisedScore('mmlu-pro', 1 / 6)) / 4, 12);
+    expect(report.table.meanScore).toBeCloseTo((0 + normalisedScore('math-500', 2 / 8) + 100 + normalisedScore('mmlu-pro', 1 / 6)) / 4, 12);
     expect(rows['gpqa-diamond']!.p95LatencyMs).toBeGreaterThanOrEqual(1490);
     expect(report.sandbox?.timeLimitMs).toBe(1500);
     // What the eval stage writes as eval.json: timeouts, truncations and the code sandbox all on the schema.
@@ -78,8 +89,9 @@ describe('runEval on data/eval', () => {
     expect(byId.g3).toMatchObject({ extracted: 'B', truncated: true, correct: false });
     expect(byId.g4).toMatchObject({ timedOut: true, correct: false, extracted: null });
     expect(byId.a4).toMatchObject({ extracted: '\\frac{1}{6}', truncated: true, correct: false });
-    expect(byId.a2).toMatchObject({ extracted: '6 \\sqrt 2', correct: true });
-    expect(byId.a6).toMatchObject({ extracted: 'x > 4', correct: true });
+    expect(byId.a2).toMatchObject({ extracted: '6 \\sqrt{2}', correct: true });
+    // math-verify: an inequality is not the interval the question asked for (python/tests/data/math_cases.json)
+    expect(byId.a6).toMatchObject({ extracted: 'x > 4', correct: false });
     expect(byId.c2).toMatchObject({ extracted: 'time-limit', correct: false });
     expect(byId.c3).toMatchObject({ extracted: 'passed', correct: true });
     expect(byId.c4).toMatchObject({ extracted: 'no-code', correct: false });
@@ -91,7 +103,7 @@ describe('sweep', () => {
     const server = await startCannedServer([]);
     try {
       const sets = [...(await load('data/selection')), ...(await load('data/eval'))];
-      const r = await sweep({ parameter: 'reasoning_budget', values: [256, 1024], sets, measure: requestFieldMeasure({ baseUrl: server.url }, 'reasoning_budget') });
+      const r = await sweep({ parameter: 'reasoning_budget', values: [256, 1024], sets, measure: requestFieldMeasure({ baseUrl: server.url, mathVerify }, 'reasoning_budget') });
       expect(r).toEqual({
         ok: false,
         error: { reason: 'eval-role-refused', path: 'data/eval/gpqa-style.json', set: 'project-gpqa-style', role: 'evaluation', allowed: ['selection'] },
@@ -129,7 +141,7 @@ describe('sweep', () => {
     try {
       const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
       const sets = (await load('data/selection')).filter((s) => s.set.questions[0]!.kind === 'choice');
-      const r = await sweep({ parameter: 'reasoning_budget', values: [256, 1024, 4096], sets, measure: requestFieldMeasure({ baseUrl: url }, 'reasoning_budget') });
+      const r = await sweep({ parameter: 'reasoning_budget', values: [256, 1024, 4096], sets, measure: requestFieldMeasure({ baseUrl: url, mathVerify }, 'reasoning_budget') });
       if (!r.ok) throw new Error(JSON.stringify(r.error));
       expect(r.value.chosen).toBe(1024);
       expect(r.value.points.map((p) => [p.value, p.truncations, p.meanCompletionTokens])).toEqual([

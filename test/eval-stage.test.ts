@@ -19,7 +19,7 @@ describe.skipIf(workdir === undefined)('eval on tiny', () => {
     for (const q of report.questions) expect(q.completionTokens).toBeLessThanOrEqual(32);
     // Asked and scored by lm-eval: its own tasks, its files kept, every request joined back to its sample.
     expect(report.harness).toMatchObject({ lmEval: '0.4.13', mathVerify: '0.9.0', requests: report.questions.length, unmatched: 0 });
-    expect(report.harness!.tasks.map((t) => t.referenceTask)).toEqual(['gpqa_diamond_cot_zeroshot', 'minerva_math500', 'mmlu_pro', null]);
+    expect(Object.fromEntries(report.harness!.tasks.map((t) => [t.benchmark, t.referenceTask]))).toEqual({ 'gpqa-diamond': 'gpqa_diamond_cot_zeroshot', 'math-500': 'minerva_math500', 'mmlu-pro': 'mmlu_pro', livecodebench: null });
     for (const f of report.harness!.files) expect(existsSync(join(out, f)), f).toBe(true);
     expect(report.harness!.files.filter((f) => /results_.*\.json$/.test(f))).toHaveLength(1);
     // The same run against the float model is the measured ceiling; the grade holds both normalisations.

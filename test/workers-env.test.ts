@@ -11,7 +11,7 @@ import { DEFAULT_REQUIREMENTS, venvDir } from '../engine/venv.ts';
 import { cudaOf } from '../lib/submission/cuda.ts';
 import { exec } from '../lib/submission/exec.ts';
 import { normalizeName, parseCompiled, toolEnv, uvCompileArgs, type LockedPin } from '../lib/submission/wheels.ts';
-import { CUDA_LOCK, CUDA_REQUIREMENTS } from '../scripts/lock-workers.ts';
+import { CUDA_LOCK, CUDA_OVERRIDES, CUDA_REQUIREMENTS } from '../scripts/lock-workers.ts';
 
 const root = join(import.meta.dirname, '..');
 const uv = join(root, '.ternforge', 'venv', 'bin', 'uv');
@@ -48,6 +48,8 @@ test('the lock pins every requirement at its version, each with sha256 hashes, a
   expect(cudaOf(lock)).toMatchObject({ runtime_package: 'nvidia-cuda-runtime-cu12', major: 12, minor: 8, torch: '2.10.0', min_driver: '525.60.13' });
   expect(lock.filter((p) => /cu13$/.test(p.name))).toEqual([]);
   expect(locked('triton')).toBe('3.6.0');
+  // lm-eval's two source-only dependencies, dropped by python/requirements-cuda.overrides.txt (each with its reason)
+  expect([locked('sqlitedict'), locked('word2number'), locked('lm-eval'), locked('math-verify')]).toEqual([undefined, undefined, '0.4.13', '0.9.0']);
 });
 
 test('the qwen3.5-4b profile installs the CUDA lock, into its own venv; the small profiles keep the CPU set', () => {
@@ -70,7 +72,7 @@ describe('the CUDA workers set for the serving box (resolution only)', () => {
   let pins: LockedPin[];
   beforeAll(async () => {
     // The lock as constraints: this platform's resolution must take exactly the locked versions.
-    const args = uvCompileArgs(join(root, CUDA_REQUIREMENTS), { pythonVersion: '3.12', platform: 'x86_64-manylinux_2_31' }, ['-c', join(root, CUDA_LOCK)]);
+    const args = uvCompileArgs(join(root, CUDA_REQUIREMENTS), { pythonVersion: '3.12', platform: 'x86_64-manylinux_2_31' }, ['-c', join(root, CUDA_LOCK), '--overrides', join(root, CUDA_OVERRIDES)]);
     const r = await exec(uv, args, { env: { ...toolEnv(), UV_PYTHON_DOWNLOADS: 'never' } });
     if (r.code !== 0) throw new Error(`the CUDA workers set does not resolve for CPython 3.12 manylinux_2_31 x86_64:\n${r.stderr}`);
     pins = parseCompiled(r.stdout);

@@ -63,6 +63,11 @@ export interface Completion {
   readonly error: string | null;
 }
 
+/** What a question's outcome records of its request (eval-report QuestionOutcome): `length` is a cut reply. */
+export function requestOutcome(c: Completion): { finishReason: string | null; truncated: boolean; timedOut: boolean; error: string | null; completionTokens: number | null; latencyMs: number } {
+  return { finishReason: c.finishReason, truncated: c.finishReason === 'length', timedOut: c.timedOut, error: c.error, completionTokens: c.usage?.completionTokens ?? null, latencyMs: c.latencyMs };
+}
+
 /** The options merged over the grader's defaults. */
 export function clientSettings(opts: ClientOptions): ClientSettings {
   const root = opts.baseUrl.replace(/\/+$/, '').replace(/\/v1$/, '');

@@ -23,7 +23,7 @@ import type { EvalReport, HarnessTask, QuestionOutcome, SetSummary } from '../..
 import type { HarnessResult } from '../../schemas/generated/harness-result.ts';
 import type { WorkerOutcomeFailure } from '../failures.ts';
 import { runWorkerCommand } from '../worker-results.ts';
-import type { ChatMessage, Completion } from './client.ts';
+import { requestOutcome, type ChatMessage, type Completion } from './client.ts';
 import { sandboxInfo, scoreCode, type SandboxOptions } from './code-sandbox.ts';
 import { answerText } from './content.ts';
 import { questionIdOf, type BenchmarkData } from './harness-data.ts';
@@ -119,12 +119,7 @@ async function outcomeOf(job: Job, origin: ReadonlyMap<string, string>, opts: Ha
     id,
     set: origin.get(`${benchmark}/${id}`) ?? job.task,
     benchmark,
-    finishReason: c.finishReason,
-    truncated: c.finishReason === 'length',
-    timedOut: c.timedOut,
-    error: c.error,
-    completionTokens: c.usage?.completionTokens ?? null,
-    latencyMs: c.latencyMs,
+    ...requestOutcome(c),
   };
   if (benchmark === 'livecodebench') {
     if (zero !== null) return { ...base, correct: false, extracted: null, detail };

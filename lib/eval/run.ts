@@ -3,13 +3,13 @@
  * scored by its format's scorer, and tabulated per benchmark. Writes nothing; the eval stage writes
  * the returned report into its evidence.
  */
-import type { CodeQuestion } from '../../schemas/generated/eval-question.ts';
+import type { CodeQuestion, MathQuestion } from '../../schemas/generated/eval-question.ts';
 import { scoreChoice } from './choice.ts';
-import { completeAll, type Completion } from './client.ts';
+import { completeAll, requestOutcome, type Completion } from './client.ts';
 import { sandboxInfo, scoreCode, type SandboxOptions } from './code-sandbox.ts';
 import { answerText } from './content.ts';
 import { setSummary } from './harness-data.ts';
-import { scoreMath } from './math-equiv.ts';
+import type { MathVerdict, MathVerifier } from './math-verify.ts';
 import { mapPool } from './pool.ts';
 import { promptFor, type Question } from './prompts.ts';
 import type { LoadedSet } from './questions.ts';
@@ -35,6 +35,8 @@ export interface RunEvalOptions {
   extraBody?: Record<string, unknown>;
   /** Code sandbox limits, and how many programs run at once (default 2). */
   sandbox?: SandboxOptions & { concurrency?: number };
+  /** Scores MATH answers (math-verify.ts); needed when a set holds math questions. */
+  mathVerify?: MathVerifier;
   signal?: AbortSignal;
 }
 
@@ -66,18 +68,24 @@ function outcomeBase(job: Job, c: Completion): Omit<QuestionOutcome, 'correct' |
     id: job.question.id,
     set: job.set.set.name,
     benchmark: job.set.set.benchmark,
-    finishReason: c.finishReason,
-    truncated: c.finishReason === 'length',
-    timedOut: c.timedOut,
-    error: c.error,
-    completionTokens: c.usage?.completionTokens ?? null,
-    latencyMs: c.latencyMs,
+    ...requestOutcome(c),
   };
+}
+
+/** math-verify's verdict on every math reply (its answer text: content past any leaked reasoning), by job index, in one batch. */
+async function verifyMath(jobs: readonly Job[], completions: readonly Completion[], verify: MathVerifier | undefined): Promise<Map<number, MathVerdict>> {
+  const idx = jobs.flatMap((j, i) => (j.question.kind === 'math' ? [i] : []));
+  if (idx.length === 0) return new Map();
+  if (verify === undefined) throw new Error('runEval: math questions need a math-verify scorer (RunEvalOptions.mathVerify)');
+  const r = await verify(idx.map((i) => ({ reply: answerText(completions[i]!.content), reference: (jobs[i]!.question as MathQuestion).answer })));
+  if (!r.ok) throw new Error(`runEval: math-verify failed: ${JSON.stringify(r.error)}`);
+  return new Map(idx.map((i, k) => [i, r.value[k]!]));
 }
 
 /** Score every reply; timeouts, errors and truncated replies score zero (code is then not run). */
 async function scoreAll(jobs: readonly Job[], completions: readonly Completion[], opts: RunEvalOptions): Promise<QuestionOutcome[]> {
   const sandboxLimit = opts.sandbox?.concurrency ?? 2;
+  const math = await verifyMath(jobs, completions, opts.mathVerify);
   return mapPool(jobs, sandboxLimit, async (job, i) => {
     const c = completions[i]!;
     const base = outcomeBase(job, c);
@@ -90,7 +98,7 @@ async function scoreAll(jobs: readonly Job[], completions: readonly Completion[]
         return { ...base, correct: zero === null && s.correct, extracted: s.extracted, detail: { zeroReason: zero, answerTail: tailText } };
       }
       case 'math': {
-        const s = scoreMath(c.content, q.answer);
+        const s = math.get(i)!;
         return { ...base, correct: zero === null && s.correct, extracted: s.extracted, detail: { zeroReason: zero, answerTail: tailText } };
       }
       case 'code': {

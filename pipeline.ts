@@ -9,6 +9,7 @@ import type { PipelineDecl } from './engine/types.ts';
 import { stage as pythonEnv } from './stages/python-env.ts';
 import { stage as fetchModel } from './stages/fetch-model.ts';
 import { stage as fetchCalib } from './stages/fetch-calib.ts';
+import { stage as fetchEval } from './stages/fetch-eval.ts';
 import { stage as quantize } from './stages/quantize.ts';
 import { stage as pack } from './stages/pack.ts';
 import { stage as quality } from './stages/quality.ts';
@@ -26,6 +27,7 @@ export const pipeline: PipelineDecl = {
     { stage: pythonEnv, needs: [] },
     { stage: fetchModel, needs: ['python-env'] },
     { stage: fetchCalib, needs: ['python-env', 'fetch-model'] },
+    { stage: fetchEval, needs: ['python-env'] },
     { stage: quantize, needs: ['python-env', 'fetch-model', 'fetch-calib'] },
     { stage: pack, needs: ['quantize'] },
     { stage: quality, needs: ['python-env', 'fetch-model', 'fetch-calib', 'pack'] },
@@ -33,7 +35,7 @@ export const pipeline: PipelineDecl = {
     { stage: vendorWheels, needs: ['python-env'] },
     { stage: emit, needs: ['fetch-model', 'pack', 'audit', 'vendor-wheels'] },
     { stage: smokeServe, needs: ['emit'] },
-    { stage: evaluate, needs: ['fetch-model', 'emit', 'smoke-serve'] },
+    { stage: evaluate, needs: ['fetch-model', 'fetch-eval', 'emit', 'smoke-serve'] },
     { stage: report, needs: ['fetch-model', 'fetch-calib', 'quantize', 'pack', 'quality', 'audit', 'vendor-wheels', 'emit', 'smoke-serve', 'eval'] },
   ],
   links: { weights: 'pack/weights', wheels: 'vendor-wheels/wheels', evidence: 'report/evidence' },

@@ -12,6 +12,7 @@ import type { FetchCalibResult } from '../schemas/generated/fetch-calib-result.t
 import type { FetchModelResult } from '../schemas/generated/fetch-model-result.ts';
 import type { HarnessResult } from '../schemas/generated/harness-result.ts';
 import type { MathVerifyResult } from '../schemas/generated/math-verify-result.ts';
+import type { FetchEvalResult } from '../schemas/generated/fetch-eval-result.ts';
 import type { HubResolveFailure } from '../schemas/generated/hub-resolve-failure.ts';
 import type { HubResolveResult } from '../schemas/generated/hub-resolve-result.ts';
 import type { PreflightResult } from '../schemas/generated/preflight-result.ts';
@@ -30,6 +31,7 @@ export interface WorkerResults {
   preflight: PreflightResult;
   harness: HarnessResult;
   'math-verify': MathVerifyResult;
+  'fetch-eval': FetchEvalResult;
 }
 export type WorkerCommand = keyof WorkerResults;
 
@@ -43,6 +45,7 @@ export const WORKER_RESULT_SCHEMAS: Readonly<Record<WorkerCommand, string>> = {
   preflight: 'workers/preflight-result.schema.json',
   harness: 'workers/harness-result.schema.json',
   'math-verify': 'workers/math-verify-result.schema.json',
+  'fetch-eval': 'workers/fetch-eval-result.schema.json',
 };
 /** The schema every `failure` event must pass, unless its command has its own below. */
 export const WORKER_FAILURE_SCHEMA = 'workers/worker-failure.schema.json';

@@ -31,7 +31,7 @@ import { stageFailed } from '../lib/failures.ts';
 import { ANSWER_MAX_TOKENS, ANSWER_REPORT_SCHEMA, ANSWER_SET, formatRetention, loadAnswerSet, retentionTable, runAnswers, type AnswerReport } from '../lib/eval/answers.ts';
 import { loadQuestionSets } from '../lib/eval/questions.ts';
 import { runHarness } from '../lib/eval/harness.ts';
-import { setSummary, writeBenchmarkData } from '../lib/eval/harness-data.ts';
+import { readEvalData, realData, setSummary, writeBenchmarkData } from '../lib/eval/harness-data.ts';
 import { workerMathVerifier } from '../lib/eval/math-verify.ts';
 import { EVAL_OUTPUTS, LM_EVAL_DIR } from '../lib/eval/run.ts';
 import { formatGrade, formatTable, predictedGrade } from '../lib/eval/score.ts';
@@ -43,7 +43,7 @@ import type { EvalParams } from '../schemas/generated/eval.ts';
 export const stage = defineStage<EvalParams>({
   name: 'eval',
   summary: "Ask the graded benchmarks of the served model through lm-evaluation-harness, scored and normalised like the grader",
-  code: ['stages/eval.ts', 'lib/eval', 'lib/worker-results.ts', 'python/ternforge/harness.py', 'python/ternforge/harness_tasks', 'python/ternforge/mathcheck.py', 'schemas/workers/math-verify-result.schema.json', 'schemas/workers/harness-result.schema.json', 'lib/contract.ts', 'schemas/contract.json', 'lib/failures.ts', 'lib/pack/pack-interchange.ts', 'lib/pack/layout.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts', 'schemas/eval-question.schema.json', ...Object.values(EVAL_OUTPUTS).map((o) => `schemas/${o.schema}`), `schemas/${ANSWER_REPORT_SCHEMA}`],
+  code: ['stages/eval.ts', 'lib/eval', 'schemas/eval-data.schema.json', 'lib/worker-results.ts', 'python/ternforge/harness.py', 'python/ternforge/harness_tasks', 'python/ternforge/mathcheck.py', 'schemas/workers/math-verify-result.schema.json', 'schemas/workers/harness-result.schema.json', 'lib/contract.ts', 'schemas/contract.json', 'lib/failures.ts', 'lib/pack/pack-interchange.ts', 'lib/pack/layout.ts', 'lib/smoke/smoke.ts', 'lib/smoke/runner.ts', 'lib/safetensors', 'lib/submission/layout.ts', 'lib/submission/wheels.ts', 'schemas/eval-question.schema.json', ...Object.values(EVAL_OUTPUTS).map((o) => `schemas/${o.schema}`), `schemas/${ANSWER_REPORT_SCHEMA}`],
   schema: 'schemas/stages/eval.schema.json',
   inputs: (p, root) => [...evalSetPaths(p, root), answerSetPath(p), ...(p.sweep === undefined ? [] : sweepSetPaths(p, root))],
   tools: ['node', 'python', 'torch'],
@@ -77,13 +77,19 @@ export const stage = defineStage<EvalParams>({
       const submission = ctx.upstream('emit');
       const serve = (dir: string, name: string): ServeOptions => ({ python: ctx.python, serverPath: join(submission, submissionNames().SERVER_DIR), dir, scratch: join(scratch, name), startupLimitMs: (p.startupLimitS ?? 300) * 1000, signal: ctx.signal });
 
-      const written = writeBenchmarkData(sets.value, join(scratch, 'data'));
+      // the benchmarks' real splits where fetch-eval fetched them, else the project-written sets in their rows
+      const real = realData(readEvalData(ctx.upstream('fetch-eval')), ctx.upstream('fetch-eval'));
+      const realBenchmarks = new Set(real.data.map((d) => d.benchmark));
+      const own = sets.value.filter((s) => !realBenchmarks.has(s.set.benchmark));
+      const written = writeBenchmarkData(own, join(scratch, 'data'));
+      const origin = new Map([...written.origin, ...real.sets.map((s) => [s.benchmark, s.name] as const)]);
+      if (real.sets.length > 0) ctx.log(`real splits: ${real.sets.map((s) => `${s.name} (${s.path})`).join(', ')}`);
       const harness = (name: 'submission' | 'float', baseUrl: string) =>
         runHarness({
           baseUrl,
-          data: written.data,
-          sets: sets.value.map(setSummary),
-          origin: written.origin,
+          data: [...real.data, ...written.data],
+          sets: [...real.sets, ...own.map(setSummary)],
+          origin,
           worker: ctx,
           scratch: join(scratch, `harness-${name}`),
           keep: { dir: join(ctx.out, LM_EVAL_DIR, name), keptAs: `${LM_EVAL_DIR}/${name}` },

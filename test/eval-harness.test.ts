@@ -5,13 +5,13 @@
  * grader's rule applied to lm-eval's per-sample scores. The eval stage on tiny (eval-stage.test.ts) runs the
  * same path against the served submission.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runWorker } from '../engine/worker.ts';
 import { runHarness } from '../lib/eval/harness.ts';
-import { setSummary, writeBenchmarkData } from '../lib/eval/harness-data.ts';
+import { readEvalData, realData, setSummary, writeBenchmarkData } from '../lib/eval/harness-data.ts';
 import { loadQuestionSets, type LoadedSet } from '../lib/eval/questions.ts';
 import { startRecorder } from '../lib/eval/recorder.ts';
 import type { EvalReport } from '../lib/eval/run.ts';
@@ -59,6 +59,28 @@ describe('benchmark rows from project-written sets', () => {
     const mmlu = sets[2]!;
     const noCategory = { ...mmlu, set: { ...mmlu.set, questions: mmlu.set.questions.map((q) => ({ ...q, category: undefined })) } } as LoadedSet;
     expect(() => writeBenchmarkData([noCategory], join(tmp, 'nocat'))).toThrow(/mmlu-pro item m1 of project-mmlu-pro-style has no category/);
+  });
+});
+
+describe("fetch-eval's real splits", () => {
+  const sha = (c: string): string => c.repeat(64);
+  const index = (role: string) => ({
+    version: 1,
+    sources: [{ name: 'mmlu-pro', benchmark: 'mmlu-pro', dataset: 'TIGER-Lab/MMLU-Pro', commit: 'a'.repeat(40), format: 'parquet', role, splits: { test: [{ path: 'mmlu-pro/data/test.parquet', sha256: sha('1') }], validation: [{ path: 'mmlu-pro/data/validation.parquet', sha256: sha('2') }] } }],
+  });
+  test('become the worker input (absolute files by split) and a benchmark set of role evaluation', () => {
+    const dir = join(tmp, 'fetch-eval');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'eval-data.json'), JSON.stringify(index('evaluation')));
+    const { data, sets: named } = realData(readEvalData(dir), dir);
+    expect(data).toEqual([{ benchmark: 'mmlu-pro', format: 'parquet', files: { test: [join(dir, 'mmlu-pro/data/test.parquet')], validation: [join(dir, 'mmlu-pro/data/validation.parquet')] } }]);
+    expect(named[0]).toMatchObject({ name: 'mmlu-pro', path: `TIGER-Lab/MMLU-Pro@${'a'.repeat(40)}`, role: 'evaluation', source: { kind: 'benchmark', dataset: 'TIGER-Lab/MMLU-Pro', split: 'test,validation' } });
+  });
+  test('an index that gives benchmark data another role is refused', () => {
+    const dir = join(tmp, 'fetch-eval-bad');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'eval-data.json'), JSON.stringify(index('calibration')));
+    expect(() => readEvalData(dir)).toThrow(/role/);
   });
 });
 

@@ -16,17 +16,20 @@
  *   `question_content`, `platform`, `contest_id`, `contest_date`, `starter_code`, `difficulty`,
  *   `public_test_cases` (JSON: input, output, testtype), `private_test_cases`, `metadata` (JSON: func_name).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ChoiceQuestion, CodeQuestion, MathQuestion } from '../../schemas/generated/eval-question.ts';
+import type { EvalData } from '../../schemas/generated/eval-data.ts';
 import type { SetSummary } from '../../schemas/generated/eval-report.ts';
+import { engineSchemaSet } from '../../engine/json-io.ts';
 import type { LoadedSet } from './questions.ts';
 import type { Benchmark } from './score.ts';
 
 /** What the harness worker reads for one benchmark: its rows' files by split, in a format `datasets` loads. */
 export interface BenchmarkData {
   benchmark: Benchmark;
-  format: 'json' | 'parquet';
+  format: 'json' | 'parquet' | 'csv';
   files: Record<string, string[]>;
 }
 
@@ -126,4 +129,29 @@ export function questionIdOf(benchmark: Benchmark, doc: Record<string, unknown>)
   const id = doc[ID_COLUMN[benchmark]];
   if (typeof id !== 'string' && typeof id !== 'number') throw new Error(`${benchmark} sample's document has no ${ID_COLUMN[benchmark]}`);
   return String(id);
+}
+
+/** fetch-eval's index (schemas/eval-data.schema.json) in `dir`: the real splits it fetched, or none. */
+export function readEvalData(dir: string): EvalData {
+  const value: unknown = JSON.parse(readFileSync(join(dir, 'eval-data.json'), 'utf8'));
+  engineSchemaSet().check('eval-data.schema.json', value, join(dir, 'eval-data.json'));
+  return value as EvalData;
+}
+
+/**
+ * The real splits as the worker's input and as the report names them, one entry per source: its files by split
+ * (absolute), and a set summary whose sha256 is over the files' own sha256s in split order.
+ */
+export function realData(index: EvalData, dir: string): { data: BenchmarkData[]; sets: SetSummary[] } {
+  const data = index.sources.map((s) => ({ benchmark: s.benchmark, format: s.format, files: Object.fromEntries(Object.entries(s.splits).map(([split, files]) => [split, files.map((f) => join(dir, f.path))])) }));
+  const sets = index.sources.map((s) => ({
+    name: s.name,
+    path: `${s.dataset}@${s.commit}`,
+    sha256: createHash('sha256').update(Object.values(s.splits).flat().map((f) => f.sha256).join('\n')).digest('hex'),
+    role: s.role,
+    benchmark: s.benchmark,
+    source: { kind: 'benchmark' as const, description: `${s.benchmark}: the benchmark's own items, fetched by fetch-eval at a locked commit`, dataset: s.dataset, split: Object.keys(s.splits).join(','), revision: s.commit },
+    questions: 0,
+  }));
+  return { data, sets };
 }

@@ -38,7 +38,7 @@ export interface HarnessOptions {
   data: readonly BenchmarkData[];
   /** The question sets the rows came from, as the report names them. */
   sets: readonly SetSummary[];
-  /** `<benchmark>/<item id>` -> the set's name, for each outcome's `set`. */
+  /** `<benchmark>/<item id>` -> the set's name, for each outcome's `set`; else `<benchmark>` -> it (a real split). */
   origin: ReadonlyMap<string, string>;
   /** Runs `python -m ternforge harness` (a stage's context). */
   worker: { worker(command: string, config: unknown): Promise<Result<WorkerEvent[], Failure>> };
@@ -117,7 +117,7 @@ async function outcomeOf(job: Job, origin: ReadonlyMap<string, string>, opts: Ha
   const detail = { zeroReason: zero, answerTail: answerText(text).slice(-ANSWER_TAIL), fallback: c.fallback, lmEval: { task: job.task, docId: sample.doc_id, [job.metric]: sample[job.metric] ?? null } };
   const base = {
     id,
-    set: origin.get(`${benchmark}/${id}`) ?? job.task,
+    set: origin.get(`${benchmark}/${id}`) ?? origin.get(benchmark) ?? job.task,
     benchmark,
     ...requestOutcome(c),
   };
@@ -195,7 +195,8 @@ export async function runHarness(opts: HarnessOptions): Promise<Result<EvalRepor
     wallMs: performance.now() - started,
     settings: { url: `${opts.baseUrl.replace(/\/+$/, '')}/v1/chat/completions`, model: opts.model, concurrency: opts.concurrency, maxTokens: opts.maxTokens, temperature: 0, timeoutMs: opts.timeoutMs, extraBody: {} },
     sandbox: hasCode ? await sandboxInfo(opts.sandbox) : null,
-    sets: [...opts.sets],
+    // the items asked of each set (all of them, unless `limit`; a real split's count is known only now)
+    sets: opts.sets.map((s) => ({ ...s, questions: questions.filter((q) => q.set === s.name).length })),
     table: tabulate(questions),
     questions,
     harness: { lmEval: h.lm_eval, mathVerify: h.math_verify, argv: h.argv, tasks, files: kept, requests: recorder.records.length, unmatched: recorder.records.length - claimed },

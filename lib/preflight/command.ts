@@ -114,7 +114,7 @@ async function measure(ctx: CommandContext, o: Options, fm: FetchModelParams): P
   const s = reopened.value;
   const sec = s.profile.sections;
   const q = sec['quantize'] as unknown as QuantizeParams;
-  const hub = ['fetch-model', 'fetch-calib'].filter((st) => ctx.graph.defs.has(st)).flatMap((stage) => {
+  const hub = ['fetch-model', 'fetch-calib', 'fetch-eval'].filter((st) => ctx.graph.defs.has(st)).flatMap((stage) => {
     const standing = s.standingPins(stage);
     return s.pinRequests(stage).map((request) => ({ request, commit: standing[request.name]?.commit ?? null }));
   });

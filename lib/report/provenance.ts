@@ -43,7 +43,7 @@ export const DATA_STAGE = 'fetch-calib';
 /** The stage that gathers evidence into the submission (adds evidence/ only). */
 export const REPORT_STAGE = 'report';
 /** Stages that read evaluation data by design (benchmark-style question sets). */
-export const EVALUATION_HOLDERS: readonly string[] = ['eval'];
+export const EVALUATION_HOLDERS: readonly string[] = ['fetch-eval', 'eval'];
 
 /** The proof as evidence/guide.json holds it (schemas/evidence-guide.schema.json, generated types). */
 export type ProvenanceProof = EvidenceGuide['provenance'];

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "preflight": "ternforge.preflight:main",
     "harness": "ternforge.harness:main",
     "math-verify": "ternforge.mathcheck:main",
+    "fetch-eval": "ternforge.sources.eval_data:main",
 }
 
 

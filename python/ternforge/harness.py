@@ -42,7 +42,7 @@ BENCHMARKS: dict[str, dict[str, Any]] = {
 }
 # lm-eval's MMLU-Pro category tasks, by the dataset's `category` value.
 MMLU_PRO_CATEGORIES = ["biology", "business", "chemistry", "computer science", "economics", "engineering", "health", "history", "law", "math", "other", "philosophy", "physics", "psychology"]
-FORMATS = ("json", "parquet")
+FORMATS = ("json", "parquet", "csv")
 
 
 class HarnessInputError(ValueError):

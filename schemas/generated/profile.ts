@@ -354,6 +354,27 @@ export interface QuantizeParams {
      */
     latent_dtype?: 'float32' | 'bfloat16';
   };
+  /**
+   * Run the worker under torchrun (`python -m torch.distributed.run`, started by the stage itself) with nproc_per_node x nnodes processes: GPTQ accumulates each rank's share of the calibration batches into one Hessian (codes and scales byte-identical to one process), distillation splits each global batch's micro-batches over the ranks and sums their gradients (python/ternforge/quant/PLAN.md section 4). Absent: one process, no torchrun. In the stage key: the world size and backend for gptq+kd (they change the float rounding of the summed gradients); nothing of it for gptq (the same bytes at any world size); never rdzv_endpoint.
+   */
+  launch?: {
+    /**
+     * Processes on each node (one per GPU).
+     */
+    nproc_per_node?: number;
+    /**
+     * Nodes; more than one needs rdzv_endpoint. Default 1 (torchrun --standalone).
+     */
+    nnodes?: number;
+    /**
+     * host:port of torchrun's c10d rendezvous (the same on every node); default: a standalone rendezvous on this node.
+     */
+    rdzv_endpoint?: string;
+    /**
+     * torch.distributed backend; default nccl on a CUDA device, gloo on the CPU.
+     */
+    backend?: 'gloo' | 'nccl';
+  };
 }
 /**
  * The profile section of the pack stage.

@@ -35,6 +35,16 @@ the codes instead of flipping them back and forth. Sequence order per epoch come
 (seed, epoch), so a run resumed from a checkpoint (safetensors: U, scales, Adam moments; JSON: step, config
 digest, losses) replays exactly the batches it would have seen. With a constant rate `steps` may grow on
 resume; with the cosine schedule it is part of the digest (the rate at every step depends on it).
+
+Under a launch of N ranks (dist.py; data parallel, every rank holding the teacher and the whole student) each
+step's global batch is the same rows of the same permutation as one process's; it is cut into micro-batches of
+config.rank_micro_batch rows (kd.micro_batch, or batch_size / N) and rank r takes micro-batches r, r + N, ...
+Each micro-batch's loss is weighed by its share of the global batch, as one process's are, and the ranks'
+gradients are summed (all-reduce) before clipping: the step is one process's at that micro-batch, up to the
+float rounding of the sum. (By hand, not torch's DDP wrapper: the chunked loss calls the base model and the
+head apart, which the wrapper's forward would not see.) Every rank then takes the same optimizer step. Rank 0
+alone writes the checkpoints (they hold no rank count) and, on resume, reads them and broadcasts them to the
+others, so a run resumes at any rank count.
 """
 from __future__ import annotations
 
@@ -55,7 +65,8 @@ from torch import nn
 
 from ..events import log
 from .chatdata import eos_ids
-from .config import KDConfig, Paths, QuantizeConfig, kd_problems, schedule_factor
+from .config import KDConfig, Paths, QuantizeConfig, kd_problems, rank_micro_batch, schedule_factor
+from .dist import ONE, World
 from .interchange import TernaryTensor
 
 U_MAX = 1.5
@@ -343,6 +354,38 @@ def _load(work: Path, digest: str, trained: list[tuple[str, nn.Parameter]], opt:
     return step, list(state["history"])
 
 
+def _share_resume(world: World, step: int, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer
+                  ) -> int:
+    """Several ranks: rank 0's resumed step, trained values and Adam moments, on every rank."""
+    if world.size == 1:
+        return step
+    got = world.broadcast_(torch.tensor([float(step)], dtype=torch.float64, device=world.comm_device()))
+    step = int(got.item())
+    if step == 0:
+        return 0
+    for key, p in trained:
+        world.broadcast_(p.data)
+        if world.reporter and "exp_avg" not in opt.state.get(p, {}):
+            raise RuntimeError(f"distill: the checkpoint at step {step} holds no Adam moments of {key}")
+        if not world.reporter:
+            opt.state[p] = {"step": torch.tensor(float(step)), "exp_avg": torch.zeros_like(p),
+                            "exp_avg_sq": torch.zeros_like(p)}
+        for k in ("exp_avg", "exp_avg_sq"):
+            world.broadcast_(opt.state[p][k])
+    return step
+
+
+def _sum_over_ranks(world: World, params: list[nn.Parameter], figures: list[float]) -> list[float]:
+    """Several ranks: every rank's gradients of `params` and step figures summed (the same on every rank)."""
+    if world.size == 1:
+        return figures
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        world.sum_(p.grad)
+    return world.sum_(torch.tensor(figures, dtype=torch.float64, device=world.comm_device())).tolist()
+
+
 @contextmanager
 def layer_checkpointing(model: nn.Module, enabled: bool = True) -> Iterator[None]:
     """Gradient checkpointing per decoder layer (torch.utils.checkpoint, non-reentrant): a layer's forward
@@ -403,7 +446,7 @@ def _micro_loss(teacher: nn.Module, student_model: nn.Module, ids: torch.Tensor,
 def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, TernaryLinear], seqs: torch.Tensor,
             cfg: KDConfig, work_dir: str | Path | None = None,
             on_step: Callable[[dict], None] | None = None, first: int = 0, last: int | None = None,
-            tuned: dict[str, TunedFloat] | None = None) -> list[dict]:
+            tuned: dict[str, TunedFloat] | None = None, world: World = ONE) -> list[dict]:
     """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history.
     `tuned` (tuned_floats: exactly the parameters tuned_names selects under cfg, none when its rates are 0)
     trains too, each at its rate.
@@ -414,7 +457,9 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     add up (each micro-batch's loss weighed by its share of the rows), so the effective batch is the
     profile's whatever fits in memory. With one micro-batch the step is the plain full-batch step; with
     several its loss is the mean of the micro-batches' means, which equals the full-batch mean when
-    stop_weight is 0 (every position weighs 1) and is its micro-batch-weighted estimate otherwise."""
+    stop_weight is 0 (every position weighs 1) and is its micro-batch-weighted estimate otherwise.
+    With several ranks (`world`) each runs its micro-batches of every step (module docstring); rank 0 alone
+    reads and writes `work_dir`, and the history it returns is the whole run's (the others': this run's)."""
     check_config(cfg)
     tuned = tuned or {}
     want = tuned_names(student_model, cfg)
@@ -441,7 +486,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     digest = _digest(cfg, seqs, student, tuned, first, last)
     trained = _trained(student, tuned)
     work = Path(work_dir) if work_dir is not None else None
-    step, history = _load(work, digest, trained, opt) if work is not None else (0, [])
+    step, history = _load(work, digest, trained, opt) if work is not None and world.reporter else (0, [])
+    step = _share_resume(world, step, trained, opt)
     for tf in tuned.values():
         tf.push()  # a resumed run's masters into the model
     step = max(step, first)
@@ -449,20 +495,20 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     hidden = cfg.hidden_mse > 0 or cfg.hidden_cos > 0
     stop = sorted(eos_ids(teacher)) if cfg.stop_weight > 0 else []
     bases = [g["lr"] for g in opt.param_groups]
-    mb = cfg.micro_batch or cfg.batch_size
+    mb = rank_micro_batch(cfg, world.size)
     params = [p for _, p in trained]
     with layer_checkpointing(student_model, cfg.grad_checkpointing):
         while step < last:
             for g, base in zip(opt.param_groups, bases):
                 g["lr"] = base * lr_factor(cfg, step)
             batch = _batch_at(step - first, seqs, cfg.batch_size, cfg.seed)
-            parts = batch.split(mb)
+            parts = world.mine(list(batch.split(mb)))
             opt.zero_grad(set_to_none=True)
             loss_v = kl_v = mse_v = cos_v = 0.0
             for part in parts:
                 loss, kl, mse, cos = _micro_loss(teacher, student_model, part.to(device), cfg, hidden, stop)
                 share = part.shape[0] / batch.shape[0]
-                (loss if len(parts) == 1 else loss * share).backward()
+                (loss if share == 1 else loss * share).backward()
                 loss_v += float(loss.detach()) * share
                 kl_v += float(kl.detach()) * share
                 mse_v += float(mse.detach()) * share
@@ -470,6 +516,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
                 del loss, kl, mse, cos
             for tf in tuned.values():
                 tf.pull_grad()
+            loss_v, kl_v, mse_v, cos_v = _sum_over_ranks(world, params, [loss_v, kl_v, mse_v, cos_v])
             gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)) if cfg.grad_clip > 0 else math.nan
             opt.step()
             for tl in student.values():
@@ -482,7 +529,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             history.append(rec)
             if on_step is not None:
                 on_step(rec)
-            if work is not None and (step % cfg.checkpoint_every == 0 or step == last):
+            if work is not None and world.reporter and (step % cfg.checkpoint_every == 0 or step == last):
                 _save(work, step, digest, trained, opt, history)
     opt.zero_grad(set_to_none=True)
     student_model.eval()
@@ -574,14 +621,18 @@ class StepProgress:
 def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
                 on_layer: Callable[[int, int], None] | None = None,
                 on_step: Callable[[dict], None] | None = None,
-                on_progress: Callable[[int, int, str], None] | None = None
+                on_progress: Callable[[int, int, str], None] | None = None, world: World = ONE,
+                seconds: dict[str, float] | None = None
                 ) -> tuple[dict[str, TernaryTensor], dict, dict[str, torch.Tensor]]:
     """A fresh full-precision teacher writes the data (kd_sequences), GPTQ initialises the codes (gptq.run_gptq;
     on calibration text plus gptq.chat_windows windows of the teacher's transcripts), Block-AP (blockap.py;
     when kd.block_steps > 0) reconstructs each layer on the data, and distillation follows; returns the
     codes by source name, the report's figures and the tuned floats (fp32, by source name; empty when
     kd.norm_lr and kd.float_lr are 0). `on_step` gets each step's record plus `total` and `seconds_left`;
-    `on_progress(done, total, what)` follows the teacher's transcripts and Block-AP's layers."""
+    `on_progress(done, total, what)` follows the teacher's transcripts and Block-AP's layers. With several
+    ranks (`world`) GPTQ and distillation split their batches; the teacher's data and Block-AP run whole on
+    every rank (rank 0's Block-AP result is broadcast; it alone keeps its layer checkpoints). `seconds` gets
+    this rank's seconds per phase."""
     from ternforge_server.loader import model_name_for
 
     from .blockap import block_reconstruct
@@ -596,7 +647,7 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         p.requires_grad_(False)
     # The teacher writes the data first: GPTQ may fit on windows of its transcripts too (gptq.chat_windows).
     data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress)
-    seqs = data.seqs
+    seqs = world.share(data.seqs)  # one data set for every rank, should generation differ between devices
     chat_windows = 0
     if cfg.gptq.chat_windows:
         cal = cfg.calibration
@@ -605,7 +656,18 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         log(f"gptq: {chat_windows} windows of the teacher's transcripts join {sum(b.shape[0] for b in prep.batches)} "
             f"of calibration text (gptq.chat_windows {cfg.gptq.chat_windows})")
         prep.batches = prep.batches + [b.to(cfg.device) for b in chat_cal]
-    init, report = run_gptq(prep, cfg, on_layer)
+    seconds = {} if seconds is None else seconds
+    clock = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        seconds[name] = now - clock
+        clock = now
+
+    lap("teacher_data_s")
+    init, report = run_gptq(prep, cfg, on_layer, world)
+    lap("gptq_s")
     if cfg.gptq.chat_windows:
         report["gptq_chat_windows"] = chat_windows
     s2m = {s: m for m, s in prep.m2s.items()}
@@ -616,18 +678,24 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     if unmapped:
         raise ValueError(f"distill: tuned floats with no source tensor: {unmapped[:5]}")
     initial = {n: tf.master.detach().clone() for n, tf in tuned.items()}
-    blocks = block_reconstruct(teacher, prep.model, student, seqs, k, paths.work_dir,
+    blocks = block_reconstruct(teacher, prep.model, student, seqs, k, paths.work_dir if world.reporter else None,
                                None if on_progress is None else
                                (lambda done, total: on_progress(done, total, "kd: block-ap layers")))
+    if world.size > 1:  # every rank from rank 0's layers, should a device's kernels not be bitwise deterministic
+        for _, p in _trained(student, tuned):
+            world.broadcast_(p.data)
+        for tf in tuned.values():
+            tf.push()
+    lap("block_ap_s")
     progress = StepProgress(k.steps, on_step) if on_step is not None else None
     if not k.onpolicy_steps:
-        history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress, tuned=tuned)
+        history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress, tuned=tuned, world=world)
     else:
         # Two phases of one schedule: teacher-written data, then the same plus the student's own answers.
         switch = k.steps - k.onpolicy_steps
         work = Path(paths.work_dir) if paths.work_dir is not None else None
         history = distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-1",
-                          progress, first=0, last=switch, tuned=tuned)
+                          progress, first=0, last=switch, tuned=tuned, world=world)
         seqs, data.info["onpolicy"] = onpolicy_sequences(prep.model, student, paths.model_dir, data.requests, seqs,
                                                          k, cfg.device, on_progress)
         onpolicy = data.info["onpolicy"]
@@ -635,7 +703,8 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         log(f"distill: at step {switch} the student stopped by itself in {onpolicy['stopped']} of "
             f"{onpolicy['transcripts']} answers; {onpolicy['windows']} windows of them join the data")
         history += distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-2",
-                           progress, first=switch, last=k.steps, tuned=tuned)
+                           progress, first=switch, last=k.steps, tuned=tuned, world=world)
+    lap("distill_s")
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
     floats = {p2s[n]: tf.master.detach().cpu().contiguous() for n, tf in tuned.items()}
     # How far each tuned float moved from the source's values: ||new - old|| / ||old||.

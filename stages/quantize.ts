@@ -45,6 +45,7 @@ export const stage = defineStage<QuantizeParams>({
     const fetched = ctx.upstream('fetch-model');
     const size = worldSize(ctx.params.launch);
     const launcher = size > 1 && ctx.params.launch !== undefined ? torchrunArgs(ctx.params.launch, ctx.key.slice(0, 16)) : [];
+    if (launcher.length > 0) ctx.log(`quantize: ${size} processes under torchrun: ${ctx.python} ${launcher.join(' ')} -m ternforge quantize`);
     const result = await runWorkerCommand(ctx, 'quantize', {
       ...ctx.params,
       model_dir: join(fetched, 'model'),

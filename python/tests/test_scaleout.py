@@ -42,9 +42,10 @@ def quantize_config(fetch: Path, calib: Path, run: Path, method: str, **sections
     return c
 
 
-def start(config: dict, run: Path, nproc: int) -> subprocess.Popen:
+def start(config: dict, run: Path, nproc: int, threads: str | None = "1") -> subprocess.Popen:
     """`python -m ternforge quantize`, under torchrun with `nproc` ranks when more than one (the stage's
-    launcher, lib/torchrun.ts torchrunArgs), stdout and stderr into files under `run`."""
+    launcher, lib/torchrun.ts torchrunArgs), stdout and stderr into files under `run`; OMP_NUM_THREADS=`threads`
+    (None: the default, torch's thread count for one process, torchrun's 1 per rank)."""
     run.mkdir(parents=True, exist_ok=True)
     (run / "out").mkdir(exist_ok=True)
     if nproc > 1:
@@ -53,7 +54,8 @@ def start(config: dict, run: Path, nproc: int) -> subprocess.Popen:
     launcher = ([] if nproc == 1 else
                 ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0",
                  "--standalone"])
-    env = {**os.environ, "PYTHONPATH": str(REPO / "python"), "OMP_NUM_THREADS": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env.update({"PYTHONPATH": str(REPO / "python")}, **({} if threads is None else {"OMP_NUM_THREADS": threads}))
     return subprocess.Popen([sys.executable, *launcher, "-m", "ternforge", "quantize", "--config", str(run / "config.json")],
                             cwd=REPO, env=env, stdout=(run / "stdout").open("w"), stderr=(run / "stderr").open("w"))
 
@@ -67,8 +69,8 @@ def finish(p: subprocess.Popen, run: Path) -> dict:
     return results[0]
 
 
-def quantize(config: dict, run: Path, nproc: int) -> dict:
-    return finish(start(config, run, nproc), run)
+def quantize(config: dict, run: Path, nproc: int, threads: str | None = "1") -> dict:
+    return finish(start(config, run, nproc, threads), run)
 
 
 def files(run: Path) -> dict[str, bytes]:
@@ -96,7 +98,7 @@ def _kd_config(fetch: Path, calib: Path, run: Path) -> dict:
     return quantize_config(fetch, calib, run, "gptq+kd", kd={"steps": 10})
 
 
-def _state(run: Path) -> tuple[dict[str, torch.Tensor], list[dict]]:
+def state(run: Path) -> tuple[dict[str, torch.Tensor], list[dict]]:
     """The distillation's last checkpoint: U, scales and Adam moments, and the losses of every step."""
     work = run / "work"
     return load_file(str(work / CHECKPOINT)), json.loads((work / "kd-checkpoint.json").read_text())["history"]
@@ -112,7 +114,7 @@ def one_process_kd(tiny_fetch_dir: Path, tiny_calib: Path, tmp_path_factory: pyt
 def test_distillation_under_two_ranks_takes_the_steps_of_one_process(one_process_kd: Path, tiny_fetch_dir: Path,
                                                                       tiny_calib: Path, tmp_path: Path) -> None:
     two = quantize(_kd_config(tiny_fetch_dir, tiny_calib, tmp_path), tmp_path, 2)
-    (t1, h1), (t2, h2) = _state(one_process_kd), _state(tmp_path)
+    (t1, h1), (t2, h2) = state(one_process_kd), state(tmp_path)
     assert [r["step"] for r in h2] == list(range(1, 11))
     # Equal: each rank's micro-batch is one of one process's, and a sum of two fp32 gradients is one rounding.
     assert [(r["loss"], r["kl"], r["grad_norm"]) for r in h1] == [(r["loss"], r["kl"], r["grad_norm"]) for r in h2]
@@ -155,7 +157,7 @@ def test_a_run_killed_at_a_rank_resumes_at_another_rank_count_where_the_whole_ru
 
     resumed = quantize(cfg, tmp_path, 1)  # one process from the 2-rank run's checkpoint
     assert "distributed" not in resumed
-    (t1, h1), (t2, h2) = _state(one_process_kd), _state(tmp_path)
+    (t1, h1), (t2, h2) = state(one_process_kd), state(tmp_path)
     assert h1 == h2
     assert all(torch.equal(t1[k], t2[k]) for k in t1)
     assert files(one_process_kd) == files(tmp_path)

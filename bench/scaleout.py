@@ -79,7 +79,7 @@ def main() -> None:
         out["runs"]["gptq+kd 10 steps, 1 process (micro-batch 4, default threads) vs 2 ranks (2 rows each)"] = {
             "seconds": [s1, s2], **_kd_diff(k1, k2)}
         # 4 ranks of 1 row against one process at micro-batch 1: gloo's 4-way sum is not one process's order.
-        kd1 = {"kd": {"steps": 10, "micro_batch": 1}}
+        kd1 = {"kd": {"steps": 10, "micro_batch": 1}, "calibration": {"sequences": 16}}  # a GPTQ batch per rank
         m1, s1 = _run(tmp, "kd-mb1-1", "gptq+kd", 1, "1", **kd1)
         m4, s4 = _run(tmp, "kd-mb1-4", "gptq+kd", 4, "1", **kd1)
         out["runs"]["gptq+kd 10 steps, micro-batch 1, 1 thread: 1 process vs 4 ranks"] = {

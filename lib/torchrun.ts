@@ -31,12 +31,13 @@ export function torchrunArgs(launch: Launch, rdzvId: string): string[] {
 }
 
 /** The stage key's fields of a launch: what changes the bytes (PLAN.md section 4, "What enters the key"). */
-export function launchKey(method: string, launch: Launch | undefined): { world_size: number; backend: string | null } | undefined {
+export function launchKey(method: string, launch: Launch | undefined): { world_size: number; backend: string | null; shard: string } | undefined {
   const n = worldSize(launch);
   // One process, or GPTQ: codes and scales are the same bytes at any world size. Distillation sums the
-  // ranks' gradients: the world size sets the micro-batch and the order of that sum, the backend its algorithm.
+  // ranks' gradients: the world size sets the micro-batch and the order of that sum, the backend its
+  // algorithm, the shard whether it is an all-reduce or FSDP's reduce-scatter per micro-batch.
   if (n === 1 || method !== 'gptq+kd') return undefined;
-  return { world_size: n, backend: launch?.backend ?? null };
+  return { world_size: n, backend: launch?.backend ?? null, shard: launch?.shard ?? 'replicate' };
 }
 
 /** How many of a failed rank's own log lines the failure keeps. */

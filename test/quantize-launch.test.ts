@@ -29,8 +29,8 @@ describe('the launch', () => {
   test('the key holds the world size and backend of a distillation only', () => {
     expect(launchKey('gptq', { nproc_per_node: 8 })).toBeUndefined();
     expect(launchKey('gptq+kd', { nproc_per_node: 1 })).toBeUndefined();
-    expect(launchKey('gptq+kd', { nproc_per_node: 4, nnodes: 2, rdzv_endpoint: 'h:1' })).toEqual({ world_size: 8, backend: null });
-    expect(launchKey('gptq+kd', { nproc_per_node: 2, backend: 'gloo' })).toEqual({ world_size: 2, backend: 'gloo' });
+    expect(launchKey('gptq+kd', { nproc_per_node: 4, nnodes: 2, rdzv_endpoint: 'h:1' })).toEqual({ world_size: 8, backend: null, shard: 'replicate' });
+    expect(launchKey('gptq+kd', { nproc_per_node: 2, backend: 'gloo', shard: 'fsdp' })).toEqual({ world_size: 2, backend: 'gloo', shard: 'fsdp' });
   });
 
   test('a worker failure without torchrun\'s summary stays what it was', () => {
@@ -85,7 +85,7 @@ describe('quantize under torchrun on tiny', () => {
     expect(quantizeStatus(workdir, ...gptq, ...two)).toEqual({ fresh: true, reasons: [] });
     // gptq+kd: the world size and backend enter the key (launchKey).
     const kd = quantizeStatus(workdir, ...two).reasons.filter((r) => r.path?.startsWith('quantize.launch'));
-    expect(kd).toEqual([{ kind: 'param', path: 'quantize.launch', to: { world_size: 2, backend: 'gloo' } }]);
+    expect(kd).toEqual([{ kind: 'param', path: 'quantize.launch', to: { world_size: 2, backend: 'gloo', shard: 'replicate' } }]);
     const ran = cli(workdir, env, 'quantize', '--force', ...gptq, ...two);
     expect(ran.code, ran.out.slice(-4000)).toBe(0);
     expect(ran.out).toContain('-m torch.distributed.run --nnodes 1 --nproc-per-node 2 --max-restarts 0 --standalone -m ternforge quantize');

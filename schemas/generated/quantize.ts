@@ -194,7 +194,7 @@ export interface QuantizeParams {
     latent_dtype?: 'float32' | 'bfloat16';
   };
   /**
-   * Run the worker under torchrun (`python -m torch.distributed.run`, started by the stage itself) with nproc_per_node x nnodes processes: GPTQ accumulates each rank's share of the calibration batches into one Hessian (codes and scales byte-identical to one process), distillation splits each global batch's micro-batches over the ranks and sums their gradients (python/ternforge/quant/PLAN.md section 4). Absent: one process, no torchrun. In the stage key: the world size and backend for gptq+kd (they change the float rounding of the summed gradients); nothing of it for gptq (the same bytes at any world size); never rdzv_endpoint.
+   * Run the worker under torchrun (`python -m torch.distributed.run`, started by the stage itself) with nproc_per_node x nnodes processes: GPTQ accumulates each rank's share of the calibration batches into one Hessian (codes and scales byte-identical to one process), distillation splits each global batch's micro-batches over the ranks and sums their gradients (python/ternforge/quant/PLAN.md section 4). Absent: one process, no torchrun. In the stage key: the world size, backend and shard for gptq+kd (they change the float rounding of the summed gradients); nothing of it for gptq (the same bytes at any world size); never rdzv_endpoint.
    */
   launch?: {
     /**
@@ -213,5 +213,9 @@ export interface QuantizeParams {
      * torch.distributed backend; default nccl on a CUDA device, gloo on the CPU.
      */
     backend?: 'gloo' | 'nccl';
+    /**
+     * gptq+kd: the distillation's trained state (every ternary linear's U and scale, their gradients and Adam moments) whole on every rank (replicate), or split by rows over the ranks (fsdp: FSDP2's fully_shard of each ternary linear) where it does not fit one GPU (fp32 latents on 80 GB; PLAN.md section 4).
+     */
+    shard?: 'replicate' | 'fsdp';
   };
 }

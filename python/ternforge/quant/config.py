@@ -19,7 +19,8 @@ SEARCHES = ("exact", "grid")
 SCHEDULES = ("constant", "cosine")
 DTYPES = ("float32", "bfloat16", "float16")
 LATENT_DTYPE_NAMES = ("float32", "bfloat16")
-BACKEND_NAMES = ("gloo", "nccl")  # dist.BACKENDS
+BACKEND_NAMES = ("gloo", "nccl")  # torch.distributed backends (dist.join)
+SHARD_NAMES = ("replicate", "fsdp")  # the distillation's trained state: whole on every rank, or split by rows
 DISTRIBUTED_METHODS = ("gptq", "gptq+kd")  # the methods that split their work over a launch's ranks
 
 
@@ -154,6 +155,7 @@ class LaunchConfig:
     nnodes: int = 1
     rdzv_endpoint: str | None = None  # host:port of the c10d rendezvous; needed when nnodes > 1
     backend: str | None = None  # gloo | nccl; None: nccl on a CUDA device, gloo on the CPU
+    shard: str = "replicate"  # or "fsdp": the ternary linears' U, scales, gradients and Adam moments split over ranks
 
     @property
     def world_size(self) -> int:
@@ -170,6 +172,11 @@ def launch_problems(method: str, launch: LaunchConfig, kd: KDConfig) -> list[str
     if n > 1 and method not in DISTRIBUTED_METHODS:
         problems.append(f"launch of {n} processes: method {method} runs in one process "
                         f"(only {' and '.join(DISTRIBUTED_METHODS)} split their work over ranks)")
+    if launch.shard == "fsdp" and (n == 1 or method != "gptq+kd"):
+        problems.append(f"launch.shard fsdp shards the distillation's state over ranks: method gptq+kd with several "
+                        f"processes, not {method} with {n}")
+    if launch.shard == "fsdp" and kd.onpolicy_steps:
+        problems.append("launch.shard fsdp does not run kd.onpolicy_steps (the student writes its answers whole)")
     if n > 1 and method == "gptq+kd":
         mb = rank_micro_batch(kd, n)
         if mb <= 0 or kd.batch_size % (mb * n) != 0:
@@ -221,7 +228,7 @@ SECTIONS = {"calibration": CalibrationConfig, "allocation": AllocationConfig, "g
             "twn": TWNSection, "kd": KDConfig, "launch": LaunchConfig}
 ENUMS = {("", "method"): METHOD_NAMES, ("", "dtype"): DTYPES, ("gptq", "scale_search"): SEARCHES,
          ("twn", "search"): SEARCHES, ("kd", "schedule"): SCHEDULES, ("kd", "latent_dtype"): LATENT_DTYPE_NAMES,
-         ("launch", "backend"): BACKEND_NAMES}
+         ("launch", "backend"): BACKEND_NAMES, ("launch", "shard"): SHARD_NAMES}
 MINIMUM = {("", "group_size"): 4, ("", "max_file_bytes"): 1024, ("", "seed"): 0, ("kd", "checkpoint_every"): 1,
            ("kd", "batch_size"): 1,
            ("kd", "chat_max_new"): 1, ("kd", "stop_weight"): 0, ("kd", "hidden_cos"): 0, ("kd", "block_sequences"): 1,

@@ -44,7 +44,10 @@ gradients are summed (all-reduce) before clipping: the step is one process's at 
 float rounding of the sum. (By hand, not torch's DDP wrapper: the chunked loss calls the base model and the
 head apart, which the wrapper's forward would not see.) Every rank then takes the same optimizer step. Rank 0
 alone writes the checkpoints (they hold no rank count) and, on resume, reads them and broadcasts them to the
-others, so a run resumes at any rank count.
+others, so a run resumes at any rank count. With launch.shard `fsdp` each TernaryLinear is FSDP2's
+(`fully_shard`): its U and scale, their gradients and Adam moments, are split by rows over the ranks, gathered
+whole for the module's forward and backward, and the gradients reduce-scattered (FSDP's mean, times N);
+checkpoints and the exported codes are gathered whole (`_whole`), and a resumed run scatters them again.
 """
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from ..events import log
 from .chatdata import eos_ids
@@ -91,6 +95,11 @@ def lr_factor(cfg: KDConfig, step: int) -> float:
     return schedule_factor(cfg.schedule, step, cfg.steps, cfg.warmup)
 
 
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    """`t` whole: a DTensor shard (launch.shard fsdp) gathered from every rank, which must all call it; else `t`."""
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
 class TernaryLinear(nn.Module):
     def __init__(self, linear: nn.Linear, tt: TernaryTensor, latent_dtype: torch.dtype = torch.float32):
         super().__init__()
@@ -103,7 +112,7 @@ class TernaryLinear(nn.Module):
         self.frozen: torch.Tensor | None = None  # set by frozen_weights() while the student writes text
 
     def codes(self) -> torch.Tensor:
-        return torch.round(torch.clamp(self.U.detach(), -1, 1)).to(torch.int8)
+        return torch.round(torch.clamp(_whole(self.U.detach()), -1, 1)).to(torch.int8)
 
     def weight_ste(self) -> torch.Tensor:
         T = torch.round(torch.clamp(self.U, -1, 1))
@@ -129,7 +138,7 @@ class TernaryLinear(nn.Module):
         self.U.copy_(self.codes().to(self.U.dtype))
 
     def export(self) -> TernaryTensor:
-        return TernaryTensor(W_q=self.codes().cpu(), scale=self.scale.detach().float().cpu().contiguous(),
+        return TernaryTensor(W_q=self.codes().cpu(), scale=_whole(self.scale.detach()).float().cpu().contiguous(),
                              group_size=self.group_size)
 
 
@@ -308,18 +317,20 @@ def _trained(student: dict[str, TernaryLinear], tuned: dict[str, TunedFloat]) ->
 
 
 def _save(work: Path, step: int, digest: str, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer,
-          history: list[dict]) -> None:
+          history: list[dict], write: bool = True) -> None:
     """Exactly what resuming needs: U and scale of every ternary linear (and the tuned floats' masters) and
     their two Adam moments, in the trained dtype, plus the step (once, in the JSON: every parameter took the
-    same number of Adam steps)."""
-    work.mkdir(parents=True, exist_ok=True)
+    same number of Adam steps). Sharded (fsdp) every rank gathers them and only `write` (rank 0) writes."""
     tensors: dict[str, torch.Tensor] = {}
     for key, p in trained:
-        tensors[key] = p.detach().cpu().contiguous()
+        tensors[key] = _whole(p.detach()).cpu().contiguous()
         st = opt.state.get(p, {})
         for k in ("exp_avg", "exp_avg_sq"):
             if k in st:
-                tensors[f"{key}.{k}"] = st[k].detach().cpu().contiguous()
+                tensors[f"{key}.{k}"] = _whole(st[k].detach()).cpu().contiguous()
+    if not write:
+        return
+    work.mkdir(parents=True, exist_ok=True)
     tmp = work / "kd-checkpoint.safetensors.tmp"
     save_file(tensors, str(tmp))
     del tensors
@@ -330,49 +341,55 @@ def _save(work: Path, step: int, digest: str, trained: list[tuple[str, nn.Parame
     tmpj.replace(work / "kd-checkpoint.json")
 
 
-def _load(work: Path, digest: str, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer
-          ) -> tuple[int, list[dict]]:
+def _read(work: Path, digest: str) -> tuple[int, list[dict], dict[str, torch.Tensor]]:
+    """The checkpoint in `work` when its digest is this run's: (step, history, tensors); else (0, [], {})."""
     js, st = work / "kd-checkpoint.json", work / "kd-checkpoint.safetensors"
     if not (js.exists() and st.exists()):
-        return 0, []
+        return 0, [], {}
     state = json.loads(js.read_text())
     if state.get("digest") != digest:
         # Not silent: a checkpoint of other settings is discarded and the whole run starts over.
         log(f"distill: {js} is of other settings (digest {str(state.get('digest'))[:12]} != {digest[:12]}): "
             f"discarding its {state.get('step')} steps, starting at step 0")
+        return 0, [], {}
+    return int(state["step"]), list(state["history"]), load_file(str(st))
+
+
+def _placed(world: World, p: torch.Tensor, whole: torch.Tensor | None) -> torch.Tensor:
+    """Rank 0's whole tensor `whole` laid out as `p` on this rank: itself with one rank, a copy broadcast to
+    every rank when `p` is replicated, this rank's shard when `p` is a DTensor."""
+    if world.size == 1:
+        return whole.to(p.device)
+    src = whole.to(p.device) if world.reporter else torch.empty(p.shape, dtype=p.dtype, device=p.device)
+    if isinstance(p, DTensor):
+        from torch.distributed.tensor import distribute_tensor
+
+        return distribute_tensor(src, p.device_mesh, p.placements)  # scattered from rank 0
+    return world.broadcast_(src)
+
+
+def _load(work: Path | None, digest: str, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer,
+          world: World = ONE) -> tuple[int, list[dict]]:
+    """Resume from rank 0's checkpoint: every rank gets its values of the trained tensors and their moments
+    (broadcast, or scattered when sharded). Returns (step, history; other ranks: this run's, empty)."""
+    step, history, tensors = _read(work, digest) if work is not None and world.reporter else (0, [], {})
+    if world.size > 1:
+        step = int(world.broadcast_(torch.tensor([float(step)], dtype=torch.float64, device=world.comm_device())).item())
+    if step == 0:
         return 0, []
-    step = int(state["step"])
-    tensors = load_file(str(st))
     for key, p in trained:
-        p.data.copy_(tensors.pop(key))
-        if f"{key}.exp_avg" in tensors:
+        v = _placed(world, p, tensors.pop(key, None))
+        with torch.no_grad():
+            (p.to_local() if isinstance(p, DTensor) else p.data).copy_(v.to_local() if isinstance(v, DTensor) else v)
+        if world.size > 1 and world.reporter and f"{key}.exp_avg" not in tensors:
+            raise RuntimeError(f"distill: the checkpoint at step {step} holds no Adam moments of {key}")
+        if world.size > 1 or f"{key}.exp_avg" in tensors:
             opt.state[p] = {
                 "step": torch.tensor(float(step)),
-                "exp_avg": tensors.pop(f"{key}.exp_avg").to(p.device),
-                "exp_avg_sq": tensors.pop(f"{key}.exp_avg_sq").to(p.device),
+                "exp_avg": _placed(world, p, tensors.pop(f"{key}.exp_avg", None)),
+                "exp_avg_sq": _placed(world, p, tensors.pop(f"{key}.exp_avg_sq", None)),
             }
-    return step, list(state["history"])
-
-
-def _share_resume(world: World, step: int, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer
-                  ) -> int:
-    """Several ranks: rank 0's resumed step, trained values and Adam moments, on every rank."""
-    if world.size == 1:
-        return step
-    got = world.broadcast_(torch.tensor([float(step)], dtype=torch.float64, device=world.comm_device()))
-    step = int(got.item())
-    if step == 0:
-        return 0
-    for key, p in trained:
-        world.broadcast_(p.data)
-        if world.reporter and "exp_avg" not in opt.state.get(p, {}):
-            raise RuntimeError(f"distill: the checkpoint at step {step} holds no Adam moments of {key}")
-        if not world.reporter:
-            opt.state[p] = {"step": torch.tensor(float(step)), "exp_avg": torch.zeros_like(p),
-                            "exp_avg_sq": torch.zeros_like(p)}
-        for k in ("exp_avg", "exp_avg_sq"):
-            world.broadcast_(opt.state[p][k])
-    return step
+    return step, history
 
 
 def _sum_over_ranks(world: World, params: list[nn.Parameter], figures: list[float]) -> list[float]:
@@ -380,10 +397,42 @@ def _sum_over_ranks(world: World, params: list[nn.Parameter], figures: list[floa
     if world.size == 1:
         return figures
     for p in params:
+        if isinstance(p, DTensor):  # sharded (fsdp): FSDP reduce-scattered the ranks' mean (sum / N)
+            if p.grad is not None:
+                p.grad.mul_(world.size)  # the sum, as the replicated ranks' (exact for N a power of 2)
+            continue
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         world.sum_(p.grad)
     return world.sum_(torch.tensor(figures, dtype=torch.float64, device=world.comm_device())).tolist()
+
+
+def _clip_sharded(params: list[nn.Parameter], max_norm: float, world: World) -> float:
+    """clip_grad_norm_ when some gradients are DTensor shards (fsdp): the 2-norm of every gradient whole (the
+    shards' squares summed over ranks, the replicated ones counted once), each scaled by the same factor."""
+    shards = [p.grad.to_local() for p in params if isinstance(p.grad, DTensor)]
+    whole = [p.grad for p in params if p.grad is not None and not isinstance(p.grad, DTensor)]
+    sq = torch.zeros((), dtype=torch.float64, device=world.comm_device())
+    for g in shards:
+        sq += g.double().pow(2).sum().to(sq.device)
+    world.sum_(sq)
+    for g in whole:
+        sq += g.double().pow(2).sum().to(sq.device)
+    total = float(sq.sqrt())
+    coef = min(1.0, max_norm / (total + 1e-6))
+    for g in shards + whole:
+        g.mul_(coef)
+    return total
+
+
+def _shard(student: dict[str, TernaryLinear]) -> None:
+    """launch.shard fsdp: each TernaryLinear's U and scale split by rows over the ranks (FSDP2 fully_shard).
+    Its gradients are reduce-scattered as FSDP's mean over ranks (a sum needs gloo's missing PREMUL_SUM), which
+    _sum_over_ranks turns back into the sum."""
+    from torch.distributed.fsdp import fully_shard
+
+    for tl in student.values():
+        fully_shard(tl)
 
 
 @contextmanager
@@ -446,7 +495,7 @@ def _micro_loss(teacher: nn.Module, student_model: nn.Module, ids: torch.Tensor,
 def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, TernaryLinear], seqs: torch.Tensor,
             cfg: KDConfig, work_dir: str | Path | None = None,
             on_step: Callable[[dict], None] | None = None, first: int = 0, last: int | None = None,
-            tuned: dict[str, TunedFloat] | None = None, world: World = ONE) -> list[dict]:
+            tuned: dict[str, TunedFloat] | None = None, world: World = ONE, fsdp: bool = False) -> list[dict]:
     """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history.
     `tuned` (tuned_floats: exactly the parameters tuned_names selects under cfg, none when its rates are 0)
     trains too, each at its rate.
@@ -459,7 +508,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     several its loss is the mean of the micro-batches' means, which equals the full-batch mean when
     stop_weight is 0 (every position weighs 1) and is its micro-batch-weighted estimate otherwise.
     With several ranks (`world`) each runs its micro-batches of every step (module docstring); rank 0 alone
-    reads and writes `work_dir`, and the history it returns is the whole run's (the others': this run's)."""
+    reads and writes `work_dir`, and the history it returns is the whole run's (the others': this run's).
+    `fsdp`: the ternary linears' trained state sharded over the ranks (module docstring)."""
     check_config(cfg)
     tuned = tuned or {}
     want = tuned_names(student_model, cfg)
@@ -470,6 +520,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
                          f"{cfg.float_lr} select (tuned_floats gives them), first {odd[:3]}")
     teacher.eval()
     student_model.train()
+    if fsdp:
+        _shard(student)  # before the optimizer: fully_shard replaces U and scale by sharded parameters
     groups = [{"params": [tl.U for tl in student.values()], "lr": cfg.lr},
               {"params": [tl.scale for tl in student.values()], "lr": cfg.scale_lr}]
     for lr in sorted({tf.lr for tf in tuned.values()}):
@@ -486,8 +538,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     digest = _digest(cfg, seqs, student, tuned, first, last)
     trained = _trained(student, tuned)
     work = Path(work_dir) if work_dir is not None else None
-    step, history = _load(work, digest, trained, opt) if work is not None and world.reporter else (0, [])
-    step = _share_resume(world, step, trained, opt)
+    step, history = _load(work, digest, trained, opt, world)
     for tf in tuned.values():
         tf.push()  # a resumed run's masters into the model
     step = max(step, first)
@@ -517,7 +568,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             for tf in tuned.values():
                 tf.pull_grad()
             loss_v, kl_v, mse_v, cos_v = _sum_over_ranks(world, params, [loss_v, kl_v, mse_v, cos_v])
-            gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)) if cfg.grad_clip > 0 else math.nan
+            gnorm = (math.nan if cfg.grad_clip <= 0 else _clip_sharded(params, cfg.grad_clip, world) if fsdp
+                     else float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)))
             opt.step()
             for tl in student.values():
                 tl.settle()
@@ -529,8 +581,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             history.append(rec)
             if on_step is not None:
                 on_step(rec)
-            if work is not None and world.reporter and (step % cfg.checkpoint_every == 0 or step == last):
-                _save(work, step, digest, trained, opt, history)
+            if work is not None and (world.reporter or fsdp) and (step % cfg.checkpoint_every == 0 or step == last):
+                _save(work, step, digest, trained, opt, history, write=world.reporter)
     opt.zero_grad(set_to_none=True)
     student_model.eval()
     return history
@@ -689,7 +741,8 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     lap("block_ap_s")
     progress = StepProgress(k.steps, on_step) if on_step is not None else None
     if not k.onpolicy_steps:
-        history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress, tuned=tuned, world=world)
+        history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress, tuned=tuned, world=world,
+                          fsdp=cfg.launch.shard == "fsdp")
     else:
         # Two phases of one schedule: teacher-written data, then the same plus the student's own answers.
         switch = k.steps - k.onpolicy_steps

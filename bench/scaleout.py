@@ -1,10 +1,10 @@
 """Bench (not CI): quantize.launch against one process on the tiny checkpoint at the settings the tests leave
 out (python/tests/test_scaleout.py pins one CPU thread and an explicit micro-batch, where the bytes are
-equal): the default thread count, the default micro-batch (batch_size / ranks per rank), 4 ranks. Reports the
+equal): the default thread count, the default micro-batch (batch_size / ranks per rank), 4 ranks, launch.shard fsdp. Reports the
 largest differences of the report's figures, the latents, scales and losses, and the codes that differ.
 Writes bench/results/scaleout.json.
 
-    nice -n 10 .ternforge/venv/bin/python bench/scaleout.py      (about 4 minutes on 2 cores)
+    nice -n 10 .ternforge/venv/bin/python bench/scaleout.py      (about 6 minutes on 2 cores)
 """
 from __future__ import annotations
 
@@ -84,6 +84,12 @@ def main() -> None:
         m4, s4 = _run(tmp, "kd-mb1-4", "gptq+kd", 4, "1", **kd1)
         out["runs"]["gptq+kd 10 steps, micro-batch 1, 1 thread: 1 process vs 4 ranks"] = {
             "seconds": [s1, s4], **_kd_diff(m1, m4)}
+        # launch.shard fsdp from scratch, 2 ranks of 2 rows, against one process at micro-batch 2.
+        kd2 = {"kd": {"steps": 10, "micro_batch": 2}}
+        f1, s1 = _run(tmp, "kd-mb2-1", "gptq+kd", 1, "1", **kd2)
+        f2, s2 = _run(tmp, "kd-mb2-2-fsdp", "gptq+kd", 2, "1", **kd2, launch={"shard": "fsdp"})
+        out["runs"]["gptq+kd 10 steps, micro-batch 2, 1 thread: 1 process vs 2 ranks under launch.shard fsdp"] = {
+            "seconds": [s1, s2], **_kd_diff(f1, f2)}
     path = ROOT / "bench" / "results" / "scaleout.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

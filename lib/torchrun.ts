@@ -43,10 +43,15 @@ export function launchKey(method: string, launch: Launch | undefined): { world_s
 /** How many of a failed rank's own log lines the failure keeps. */
 export const RANK_LINES = 12;
 
+/** torchrun's `traceback` line when the worker wrote no error file: it says nothing of the failure. */
+const NO_ERROR_FILE = 'To enable traceback see';
+
 /**
  * torchrun's summary of a failed launch (its "Root Cause (first observed failure)" block, then each line
  * `rank : N (local_rank: L)`, `exitcode : C (pid: P)`, `traceback : ...`) as `worker-rank-failed`, with that
  * rank's last `[rank N]` log lines; the failure unchanged when it is not a worker's exit behind torchrun.
+ * The cause is torchrun's line for a signal ("Signal 9 (SIGKILL) received by PID ..."), else the rank's last
+ * log line (an exception's message).
  */
 export function rankFailure(f: Failure | WorkerOutcomeFailure, command: string, size: number): Failure | WorkerOutcomeFailure {
   if (f.reason !== 'worker-failed') return f;
@@ -58,13 +63,15 @@ export function rankFailure(f: Failure | WorkerOutcomeFailure, command: string, 
   if (Number.isNaN(rank)) return f;
   const tag = `[rank ${rank}] `;
   const own = f.stderrTail.split('\n').filter((l) => l.startsWith(tag)).map((l) => l.slice(tag.length));
+  const said = field('traceback');
+  const cause = said !== undefined && !said.startsWith(NO_ERROR_FILE) ? said : (own.at(-1)?.trim() ?? 'unknown');
   return {
     reason: 'worker-rank-failed',
     command,
     rank,
     worldSize: size,
     exitCode: Number.isNaN(code) ? null : code,
-    cause: field('traceback') ?? 'unknown',
+    cause,
     rankLog: own.slice(-RANK_LINES),
   };
 }

@@ -33,6 +33,26 @@ describe('the launch', () => {
     expect(launchKey('gptq+kd', { nproc_per_node: 2, backend: 'gloo', shard: 'fsdp' })).toEqual({ world_size: 2, backend: 'gloo', shard: 'fsdp' });
   });
 
+  test('an exception on a rank: the cause is its last log line (torchrun has no error file to quote)', () => {
+    // The end of a real torchrun summary (torch 2.13) after rank 1 raised.
+    const stderrTail = [
+      '[rank 1] Traceback (most recent call last):',
+      '[rank 1] ValueError: gptq needs calibration batches (fetch-calib\'s calibration role), at least one for each of the 4 ranks: 2',
+      'Root Cause (first observed failure):',
+      '[0]:',
+      '  time      : 2026-12-07_12:23:16',
+      '  host      : localhost',
+      '  rank      : 1 (local_rank: 1)',
+      '  exitcode  : 1 (pid: 10203) ',
+      '  error_file: <N/A>',
+      '  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html',
+    ].join('\n');
+    const f = rankFailure({ reason: 'worker-failed', stage: 'quantize', command: 'c', exitCode: 1, signal: null, stderrTail }, 'quantize', 4);
+    expect(f).toEqual({ reason: 'worker-rank-failed', command: 'quantize', rank: 1, worldSize: 4, exitCode: 1,
+      cause: 'ValueError: gptq needs calibration batches (fetch-calib\'s calibration role), at least one for each of the 4 ranks: 2',
+      rankLog: ['Traceback (most recent call last):', 'ValueError: gptq needs calibration batches (fetch-calib\'s calibration role), at least one for each of the 4 ranks: 2'] });
+  });
+
   test('a worker failure without torchrun\'s summary stays what it was', () => {
     const f = { reason: 'worker-failed' as const, stage: 'quantize', command: 'c', exitCode: 1, signal: null, stderrTail: 'Traceback ...' };
     expect(rankFailure(f, 'quantize', 2)).toBe(f);

@@ -30,14 +30,19 @@ export function torchrunArgs(launch: Launch, rdzvId: string): string[] {
   return ['-m', 'torch.distributed.run', '--nnodes', String(nodes), '--nproc-per-node', String(launch.nproc_per_node ?? 1), '--max-restarts', '0', ...meet];
 }
 
-/** The stage key's fields of a launch: what changes the bytes (PLAN.md section 4, "What enters the key"). */
-export function launchKey(method: string, launch: Launch | undefined): { world_size: number; backend: string | null; shard: string } | undefined {
+/**
+ * The stage key's fields of a launch: what changes the computation (PLAN.md section 4, "What enters the
+ * key"). GPTQ's codes and scales are one process's bytes at any world size. Distillation at a set
+ * kd.micro_batch takes one process's steps at any world size, up to the rounding of the ranks' gradient sum
+ * (its order: the world size, backend, shard), which the key leaves out as it leaves out the CPU thread count
+ * and the GPU model; so the distillation's work dir (named by the key) is the same at any rank count, and a
+ * rerun resumes its checkpoint there. With kd.micro_batch unset each rank steps batch_size / N rows at once:
+ * the world size then sets the micro-batch, and enters the key.
+ */
+export function launchKey(method: string, launch: Launch | undefined, microBatch: number | undefined): { world_size: number } | undefined {
   const n = worldSize(launch);
-  // One process, or GPTQ: codes and scales are the same bytes at any world size. Distillation sums the
-  // ranks' gradients: the world size sets the micro-batch and the order of that sum, the backend its
-  // algorithm, the shard whether it is an all-reduce or FSDP's reduce-scatter per micro-batch.
-  if (n === 1 || method !== 'gptq+kd') return undefined;
-  return { world_size: n, backend: launch?.backend ?? null, shard: launch?.shard ?? 'replicate' };
+  if (n === 1 || method !== 'gptq+kd' || (microBatch ?? 0) > 0) return undefined;
+  return { world_size: n };
 }
 
 /** How many of a failed rank's own log lines the failure keeps. */

@@ -13,7 +13,7 @@ import { runWorkerCommand } from '../lib/worker-results.ts';
  * `none`, `twn`, `gptq`, `gptq+kd`) behind one protocol, one float-budget plan and one streaming writer;
  * the calibrated ones (`twn`'s float budget, `gptq`, `gptq+kd`) read fetch-calib's calibration tokens.
  * With `launch` of several processes the worker runs under torchrun (lib/torchrun.ts); the key holds only
- * what of it changes the bytes (launchKey), and the evidence record the world and each rank's seconds.
+ * what of it changes the computation (launchKey), and the evidence record the world and each rank's seconds.
  */
 /** What the evidence record holds for every method (schemas/workers/quantize-result.schema.json requires each). */
 export const FIGURES = ['files', 'totals', 'ternary_fraction_incl_embedding', 'ternary_fraction'] as const;
@@ -38,7 +38,7 @@ export const stage = defineStage<QuantizeParams>({
   tools: ['python', 'torch'],
   keyParams(params) {
     const { launch, ...rest } = params;
-    const key = launchKey(params.method, launch);
+    const key = launchKey(params.method, launch, params.kd?.micro_batch);
     return key === undefined ? rest : { ...rest, launch: key };
   },
   async run(ctx) {

@@ -26,11 +26,12 @@ describe('the launch', () => {
     expect([worldSize(undefined), worldSize({}), worldSize({ nproc_per_node: 4, nnodes: 2 })]).toEqual([1, 1, 8]);
   });
 
-  test('the key holds the world size and backend of a distillation only', () => {
-    expect(launchKey('gptq', { nproc_per_node: 8 })).toBeUndefined();
-    expect(launchKey('gptq+kd', { nproc_per_node: 1 })).toBeUndefined();
-    expect(launchKey('gptq+kd', { nproc_per_node: 4, nnodes: 2, rdzv_endpoint: 'h:1' })).toEqual({ world_size: 8, backend: null, shard: 'replicate' });
-    expect(launchKey('gptq+kd', { nproc_per_node: 2, backend: 'gloo', shard: 'fsdp' })).toEqual({ world_size: 2, backend: 'gloo', shard: 'fsdp' });
+  test('the key holds the world size only where it sets the distillation\'s micro-batch', () => {
+    expect(launchKey('gptq', { nproc_per_node: 8 }, undefined)).toBeUndefined();
+    expect(launchKey('gptq+kd', { nproc_per_node: 1 }, undefined)).toBeUndefined();
+    expect(launchKey('gptq+kd', { nproc_per_node: 4, nnodes: 2, rdzv_endpoint: 'h:1' }, undefined)).toEqual({ world_size: 8 });
+    expect(launchKey('gptq+kd', { nproc_per_node: 2, backend: 'gloo', shard: 'fsdp' }, 0)).toEqual({ world_size: 2 });
+    expect(launchKey('gptq+kd', { nproc_per_node: 2, backend: 'gloo', shard: 'fsdp' }, 2)).toBeUndefined();
   });
 
   test('an exception on a rank: the cause is its last log line (torchrun has no error file to quote)', () => {
@@ -103,9 +104,11 @@ describe('quantize under torchrun on tiny', () => {
     const first = record(workdir);
     expect((first.summary as Record<string, unknown> | undefined)?.['distributed']).toBeUndefined();
     expect(quantizeStatus(workdir, ...gptq, ...two)).toEqual({ fresh: true, reasons: [] });
-    // gptq+kd: the world size and backend enter the key (launchKey).
+    // gptq+kd with kd.micro_batch unset (tiny's): the world size sets the micro-batch and enters the key (launchKey).
+    // With it set, the launch leaves the key as it is.
     const kd = quantizeStatus(workdir, ...two).reasons.filter((r) => r.path?.startsWith('quantize.launch'));
-    expect(kd).toEqual([{ kind: 'param', path: 'quantize.launch', to: { world_size: 2, backend: 'gloo', shard: 'replicate' } }]);
+    expect(kd).toEqual([{ kind: 'param', path: 'quantize.launch', to: { world_size: 2 } }]);
+    expect(quantizeStatus(workdir, ...two, '--set', 'quantize.kd.micro_batch=2').reasons.filter((r) => r.path?.startsWith('quantize.launch'))).toEqual([]);
     const ran = cli(workdir, env, 'quantize', '--force', ...gptq, ...two);
     expect(ran.code, ran.out.slice(-4000)).toBe(0);
     expect(ran.out).toContain('-m torch.distributed.run --nnodes 1 --nproc-per-node 2 --max-restarts 0 --standalone -m ternforge quantize');

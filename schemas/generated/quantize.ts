@@ -194,7 +194,7 @@ export interface QuantizeParams {
     latent_dtype?: 'float32' | 'bfloat16';
   };
   /**
-   * Run the worker under torchrun (`python -m torch.distributed.run`, started by the stage itself) with nproc_per_node x nnodes processes: GPTQ accumulates each rank's share of the calibration batches into one Hessian (codes and scales byte-identical to one process), distillation splits each global batch's micro-batches over the ranks and sums their gradients (python/ternforge/quant/PLAN.md section 4). Absent: one process, no torchrun. In the stage key: the world size, backend and shard for gptq+kd (they change the float rounding of the summed gradients); nothing of it for gptq (the same bytes at any world size); never rdzv_endpoint.
+   * Run the worker under torchrun (`python -m torch.distributed.run`, started by the stage itself) with nproc_per_node x nnodes processes: GPTQ accumulates each rank's share of the calibration batches into one Hessian (codes and scales byte-identical to one process), distillation splits each global batch's micro-batches over the ranks and sums their gradients (python/ternforge/quant/PLAN.md section 4). Absent: one process, no torchrun. In the stage key: only the world size, and only for gptq+kd with kd.micro_batch unset (each rank then steps batch_size / N rows at once). GPTQ writes one process's bytes at any world size; distillation at a set micro-batch takes one process's steps up to the rounding of the ranks' gradient sum, left out of the key like the CPU thread count, so a rerun at another rank count resumes the same checkpoint.
    */
   launch?: {
     /**

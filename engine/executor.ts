@@ -134,7 +134,7 @@ async function runOne(s: Session, ev: Evaluation, o: RunOptions): Promise<RunOne
       return s.upstreamDir(name);
     },
     python: s.python,
-    worker: (command, config) => runWorker({ stage, python: s.python, root: s.root, tmpDir: s.ws.tmpDir, signal: o.signal, log: ctx.log }, command, config),
+    worker: (command, config, launcher) => runWorker({ stage, python: s.python, root: s.root, tmpDir: s.ws.tmpDir, signal: o.signal, log: ctx.log }, command, config, launcher),
     log: (line) => {
       log.push(line);
       o.note(`[${stage}] ${line}`);

@@ -109,7 +109,8 @@ export async function computeKeyData(k: KeyInputs): Promise<Result<StageKeyData,
   for (const t of [...(k.def.tools ?? [])].sort()) tools[t] = k.toolVersions[t] ?? 'absent';
   const facts = k.def.facts === undefined ? {} : await k.def.facts(k.params, k.root, k.cacheDir);
   if (k.def.namesProfile === true) facts.profile = k.profile;
-  const data: StageKeyData = { format: ENGINE_FORMAT, stage, code: code.value, params: k.params, inputs: inputs.value, upstream: { ...k.upstream }, tools, facts };
+  const params = k.def.keyParams?.(k.params) ?? k.params;
+  const data: StageKeyData = { format: ENGINE_FORMAT, stage, code: code.value, params, inputs: inputs.value, upstream: { ...k.upstream }, tools, facts };
   if (k.pins !== undefined) data.pins = k.pins;
   return ok(data);
 }

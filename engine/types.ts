@@ -1,3 +1,4 @@
+import type { JsonValue } from './digest.ts';
 import type { Failure } from './failure.ts';
 import type { LockedSource, PinRequest } from './pin-lock.ts';
 import type { Result } from './result.ts';
@@ -39,8 +40,10 @@ export interface StageContext<P> {
    * Run `python -m ternforge <command> --config <json file>` in the workers' environment.
    * Stdout carries JSON-lines events (returned in order, progress shown live), stderr carries logs
    * (kept in the stage log). A non-zero exit becomes `worker-failed` with the tail of stderr.
+   * `launcher`: interpreter arguments before `-m ternforge` (a module that starts the worker, e.g.
+   * `-m torch.distributed.run --nproc-per-node 2`); none: the worker itself.
    */
-  worker(command: string, config: unknown): Promise<Result<WorkerEvent[], Failure>>;
+  worker(command: string, config: unknown, launcher?: readonly string[]): Promise<Result<WorkerEvent[], Failure>>;
   /** One line of the stage's log (shown, and kept in its evidence record). */
   log(line: string): void;
   /** Fires on SIGINT/SIGTERM; long stages check it. */
@@ -104,6 +107,12 @@ export interface StageDef<P = unknown> {
   readonly schema: string;
   /** Declared input files outside the graph (absolute or repository-relative), given the params. */
   inputs?(params: P, root: string): string[];
+  /**
+   * The parameters that enter the key, given the stage's profile section (default: all of it): a stage
+   * leaves out settings that cannot change its outputs (how many processes share the work, where they
+   * meet), so runs differing only there share one key, one lock entry and one run-cache entry.
+   */
+  keyParams?(params: P): { [key: string]: JsonValue };
   /** Tool versions that enter the key. */
   readonly tools?: readonly Tool[];
   /**

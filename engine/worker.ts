@@ -4,7 +4,8 @@
  * `progress` events are shown on stderr: rewritten in place on a terminal, else (a log file, CI) as a line at
  * most every PROGRESS_LOG_MS and at each total's end, with `loss` events likewise. Abort kills the child (SIGTERM, then
  * SIGKILL after 5 s). A non-zero exit is `worker-failed` with the exit code or signal and the last
- * 40 lines of stderr.
+ * 40 lines of stderr (200 behind a launcher: several processes share stderr, and the launcher's own summary
+ * comes last).
  */
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
@@ -17,6 +18,8 @@ import type { WorkerEvent } from './types.ts';
 
 /** Lines of stderr kept for a failure report. */
 export const STDERR_TAIL_LINES = 40;
+/** The same behind a launcher. */
+export const LAUNCHED_STDERR_TAIL_LINES = 200;
 /** How often progress is logged as a line when stderr is not a terminal. */
 export const PROGRESS_LOG_MS = 30_000;
 
@@ -30,10 +33,11 @@ export interface WorkerOptions {
   log(line: string): void;
 }
 
-export async function runWorker(opts: WorkerOptions, command: string, config: unknown): Promise<Result<WorkerEvent[], Failure>> {
+export async function runWorker(opts: WorkerOptions, command: string, config: unknown, launcher: readonly string[] = []): Promise<Result<WorkerEvent[], Failure>> {
   const configPath = join(opts.tmpDir, `worker-${opts.stage}-${randomSuffix()}.json`);
   writeFileAtomicSync(configPath, JSON.stringify(config));
-  const argv = ['-m', 'ternforge', command, '--config', configPath];
+  const argv = [...launcher, '-m', 'ternforge', command, '--config', configPath];
+  const tailLines = launcher.length > 0 ? LAUNCHED_STDERR_TAIL_LINES : STDERR_TAIL_LINES;
   const shown = `${opts.python} ${argv.join(' ')}`;
   try {
     const child = spawn(opts.python, argv, {
@@ -85,7 +89,7 @@ export async function runWorker(opts: WorkerOptions, command: string, config: un
     const stderrDone = new Promise<void>((resolve) => {
       createInterface({ input: child.stderr }).on('line', (line) => {
         tail.push(line);
-        if (tail.length > STDERR_TAIL_LINES) tail.shift();
+        if (tail.length > tailLines) tail.shift();
         opts.log(line);
       }).on('close', resolve);
     });

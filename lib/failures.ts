@@ -111,7 +111,13 @@ export type WorkerOutcomeFailure =
   /** The worker refused with a `failure` event (bad revision, hash mismatch, a data rule): its message and facts. */
   | { reason: 'worker-refused'; command: string; message: string; facts: Record<string, unknown> }
   /** The worker's `result` event is missing or fails schemas/workers/<command>-result.schema.json. */
-  | { reason: 'worker-result-invalid'; command: string; schema: string; errors: string[] };
+  | { reason: 'worker-result-invalid'; command: string; schema: string; errors: string[] }
+  /**
+   * A rank of a torchrun launch (quantize.launch) died and torchrun ended the others: the first rank to fail
+   * as torchrun reports it, its exit code (negative: the signal), torchrun's cause line, and the rank's own
+   * last log lines (lib/torchrun.ts rankFailure).
+   */
+  | { reason: 'worker-rank-failed'; command: string; rank: number; worldSize: number; exitCode: number | null; cause: string; rankLog: string[] };
 
 /** The submission fails a gate (audit: gates 1-3; smoke-serve: gates 4-6). */
 export type GateFailure =
@@ -134,7 +140,7 @@ const STAGE_REASONS: Readonly<Record<StageFailureReason, true>> = {
   'wheel-unavailable': true, 'wheel-hash-mismatch': true, 'tool-failed': true, 'cuda-unknown': true, 'cuda-mismatch': true,
   'offline-install-unproven': true, 'python-headers-unpinned': true, 'python-headers-invalid': true, 'submission-input-missing': true, 'submission-input-invalid': true, 'evidence-record-missing': true,
   'evidence-record-invalid': true, 'evidence-chain-broken': true, 'eval-question-invalid': true, 'eval-role-refused': true, 'sweep-invalid': true,
-  'server-not-ready': true, 'provenance-violation': true, 'evidence-unverifiable': true, 'worker-refused': true, 'worker-result-invalid': true,
+  'server-not-ready': true, 'provenance-violation': true, 'evidence-unverifiable': true, 'worker-refused': true, 'worker-result-invalid': true, 'worker-rank-failed': true,
   'audit-gates-failed': true, 'smoke-not-run': true, 'smoke-gates-failed': true,
 };
 
@@ -220,6 +226,8 @@ export function formatStageFailure(f: StageFailure): string {
       return `${f.message}${factLines(f.facts)}`;
     case 'worker-result-invalid':
       return `the ${f.command} worker's result fails ${f.schema}:\n${f.errors.map((e) => `  ${e}`).join('\n')}`;
+    case 'worker-rank-failed':
+      return `rank ${f.rank} of ${f.worldSize} of the ${f.command} worker failed first (exit code ${f.exitCode ?? 'unknown'}: ${f.cause}); torchrun stopped the other ranks\n  its last log lines:\n${f.rankLog.length > 0 ? f.rankLog.map((l) => `    ${l}`).join('\n') : '    (none)'}`;
     case 'audit-gates-failed':
       return `${f.lines.join('\n')}${factLines(f.figures)}`;
     case 'smoke-not-run':

@@ -74,13 +74,14 @@ export function checkWorkerOutcome<C extends WorkerCommand>(command: C, events: 
   return ok(results[0] as unknown as WorkerResults[C]);
 }
 
-/** Run `python -m ternforge <command>` through a stage's (or pin hook's) `worker` and check what it reported. */
+/** Run `python -m ternforge <command>` (after `launcher`, see StageContext.worker) through a stage's (or pin hook's) `worker` and check what it reported. */
 export async function runWorkerCommand<C extends WorkerCommand>(
-  w: { worker(command: string, config: unknown): Promise<Result<WorkerEvent[], Failure>> },
+  w: { worker(command: string, config: unknown, launcher?: readonly string[]): Promise<Result<WorkerEvent[], Failure>> },
   command: C,
   config: unknown,
+  launcher: readonly string[] = [],
 ): Promise<Result<WorkerResults[C], Failure | WorkerOutcomeFailure>> {
-  const events = await w.worker(command, config);
+  const events = await w.worker(command, config, launcher);
   if (!events.ok) return events;
   return checkWorkerOutcome(command, events.value);
 }

@@ -24,4 +24,31 @@ export interface QuantizeResult {
    * Of the gates' audited set (the allocation's figure).
    */
   ternary_fraction: number;
+  /**
+   * Only under quantize.launch with several ranks: the world, and each rank's seconds per phase (timings: volatile, never in the outputs).
+   */
+  distributed?: {
+    world_size: number;
+    backend: 'gloo' | 'nccl';
+    /**
+     * @minItems 2
+     */
+    ranks: [
+      {
+        rank: number;
+        total_s: number;
+        [k: string]: number;
+      },
+      {
+        rank: number;
+        total_s: number;
+        [k: string]: number;
+      },
+      ...{
+        rank: number;
+        total_s: number;
+        [k: string]: number;
+      }[]
+    ];
+  };
 }

@@ -193,4 +193,29 @@ export interface QuantizeParams {
      */
     latent_dtype?: 'float32' | 'bfloat16';
   };
+  /**
+   * Run the worker under torchrun (`python -m torch.distributed.run`, started by the stage itself) with nproc_per_node x nnodes processes: GPTQ accumulates each rank's share of the calibration batches into one Hessian (codes and scales byte-identical to one process), distillation splits each global batch's micro-batches over the ranks and sums their gradients (python/ternforge/quant/PLAN.md section 4). Absent: one process, no torchrun. In the stage key: only the world size, and only for gptq+kd with kd.micro_batch unset (each rank then steps batch_size / N rows at once). GPTQ writes one process's bytes at any world size; distillation at a set micro-batch takes one process's steps up to the rounding of the ranks' gradient sum, left out of the key like the CPU thread count, so a rerun at another rank count resumes the same checkpoint.
+   */
+  launch?: {
+    /**
+     * Processes on each node (one per GPU).
+     */
+    nproc_per_node?: number;
+    /**
+     * Nodes; more than one needs rdzv_endpoint. Default 1 (torchrun --standalone).
+     */
+    nnodes?: number;
+    /**
+     * host:port of torchrun's c10d rendezvous (the same on every node); default: a standalone rendezvous on this node.
+     */
+    rdzv_endpoint?: string;
+    /**
+     * torch.distributed backend; default nccl on a CUDA device, gloo on the CPU.
+     */
+    backend?: 'gloo' | 'nccl';
+    /**
+     * gptq+kd: the distillation's trained state (every ternary linear's U and scale, their gradients and Adam moments) whole on every rank (replicate), or split by rows over the ranks (fsdp: FSDP2's fully_shard of each ternary linear) where it does not fit one GPU (fp32 latents on 80 GB; PLAN.md section 4).
+     */
+    shard?: 'replicate' | 'fsdp';
+  };
 }

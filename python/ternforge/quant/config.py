@@ -19,6 +19,9 @@ SEARCHES = ("exact", "grid")
 SCHEDULES = ("constant", "cosine")
 DTYPES = ("float32", "bfloat16", "float16")
 LATENT_DTYPE_NAMES = ("float32", "bfloat16")
+BACKEND_NAMES = ("gloo", "nccl")  # torch.distributed backends (dist.join)
+SHARD_NAMES = ("replicate", "fsdp")  # the distillation's trained state: whole on every rank, or split by rows
+DISTRIBUTED_METHODS = ("gptq", "gptq+kd")  # the methods that split their work over a launch's ranks
 
 
 def schedule_factor(schedule: str, step: int, steps: int, warmup: int = 0) -> float:
@@ -143,6 +146,50 @@ def method_problems(method: str, gptq: GPTQSection, kd: KDConfig) -> list[str]:
     return problems
 
 
+@dataclass(frozen=True)
+class LaunchConfig:
+    """quantize.launch: the worker runs under torchrun with this many processes (stages/quantize.ts starts it;
+    dist.py is what a rank does). Absent: one process, no torchrun."""
+
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    rdzv_endpoint: str | None = None  # host:port of the c10d rendezvous; needed when nnodes > 1
+    backend: str | None = None  # gloo | nccl; None: nccl on a CUDA device, gloo on the CPU
+    shard: str = "replicate"  # or "fsdp": the ternary linears' U, scales, gradients and Adam moments split over ranks
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+
+def launch_problems(method: str, launch: LaunchConfig, kd: KDConfig) -> list[str]:
+    """What a launch of several processes cannot run: a method that does not split its work, more nodes
+    without a rendezvous, a distillation batch the ranks cannot share in whole micro-batches."""
+    n = launch.world_size
+    problems = []
+    if launch.nnodes > 1 and not launch.rdzv_endpoint:
+        problems.append(f"launch.nnodes ({launch.nnodes}) > 1 needs launch.rdzv_endpoint (host:port of the rendezvous)")
+    if n > 1 and method not in DISTRIBUTED_METHODS:
+        problems.append(f"launch of {n} processes: method {method} runs in one process "
+                        f"(only {' and '.join(DISTRIBUTED_METHODS)} split their work over ranks)")
+    if launch.shard == "fsdp" and (n == 1 or method != "gptq+kd"):
+        problems.append(f"launch.shard fsdp shards the distillation's state over ranks: method gptq+kd with several "
+                        f"processes, not {method} with {n}")
+    if launch.shard == "fsdp" and kd.onpolicy_steps:
+        problems.append("launch.shard fsdp does not run kd.onpolicy_steps (the student writes its answers whole)")
+    if n > 1 and method == "gptq+kd":
+        mb = rank_micro_batch(kd, n)
+        if mb <= 0 or kd.batch_size % (mb * n) != 0:
+            problems.append(f"kd.batch_size ({kd.batch_size}) must split into whole micro-batches of "
+                            f"{kd.micro_batch or 'batch_size / ranks'} rows, the same number for each of the {n} ranks")
+    return problems
+
+
+def rank_micro_batch(kd: KDConfig, world_size: int) -> int:
+    """Rows per forward/backward on each rank: kd.micro_batch, or with none the rank's share of the batch."""
+    return kd.micro_batch or kd.batch_size // world_size
+
+
 NOT_PROFILE_KEYS = {KDConfig: ("seed",)}  # fields filled from elsewhere, not keys of the profile section
 
 
@@ -161,6 +208,7 @@ class QuantizeConfig:
     gptq: GPTQSection = field(default_factory=GPTQSection)
     twn: TWNSection = field(default_factory=TWNSection)
     kd: KDConfig = field(default_factory=KDConfig)
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
 
 
 @dataclass(frozen=True)
@@ -177,13 +225,14 @@ class Paths:
 
 
 SECTIONS = {"calibration": CalibrationConfig, "allocation": AllocationConfig, "gptq": GPTQSection,
-            "twn": TWNSection, "kd": KDConfig}
+            "twn": TWNSection, "kd": KDConfig, "launch": LaunchConfig}
 ENUMS = {("", "method"): METHOD_NAMES, ("", "dtype"): DTYPES, ("gptq", "scale_search"): SEARCHES,
-         ("twn", "search"): SEARCHES, ("kd", "schedule"): SCHEDULES, ("kd", "latent_dtype"): LATENT_DTYPE_NAMES}
+         ("twn", "search"): SEARCHES, ("kd", "schedule"): SCHEDULES, ("kd", "latent_dtype"): LATENT_DTYPE_NAMES,
+         ("launch", "backend"): BACKEND_NAMES, ("launch", "shard"): SHARD_NAMES}
 MINIMUM = {("", "group_size"): 4, ("", "max_file_bytes"): 1024, ("", "seed"): 0, ("kd", "checkpoint_every"): 1,
            ("kd", "batch_size"): 1,
            ("kd", "chat_max_new"): 1, ("kd", "stop_weight"): 0, ("kd", "hidden_cos"): 0, ("kd", "block_sequences"): 1,
-           ("kd", "block_batch"): 1}
+           ("kd", "block_batch"): 1, ("launch", "nproc_per_node"): 1, ("launch", "nnodes"): 1}
 
 
 def _check(section: str, key: str, value: Any, hint: Any, problems: list[str]) -> Any:
@@ -268,7 +317,8 @@ def parse(config: dict[str, Any]) -> tuple[QuantizeConfig, Paths]:
     cal = built.get("calibration", CalibrationConfig())
     kd = built.get("kd", KDConfig())
     kd = dataclasses.replace(kd, seed=top.get("seed", 0), seq_len=kd.seq_len or cal.seq_len)
-    together = kd_problems(kd) + method_problems(top.get("method", ""), built.get("gptq", GPTQSection()), kd)
+    together = (kd_problems(kd) + method_problems(top.get("method", ""), built.get("gptq", GPTQSection()), kd)
+                + launch_problems(top.get("method", ""), built.get("launch", LaunchConfig()), kd))
     if together:
         raise ConfigError(together)
     cfg = QuantizeConfig(**top, **{**built, "kd": kd})

@@ -35,6 +35,19 @@ the codes instead of flipping them back and forth. Sequence order per epoch come
 (seed, epoch), so a run resumed from a checkpoint (safetensors: U, scales, Adam moments; JSON: step, config
 digest, losses) replays exactly the batches it would have seen. With a constant rate `steps` may grow on
 resume; with the cosine schedule it is part of the digest (the rate at every step depends on it).
+
+Under a launch of N ranks (dist.py; data parallel, every rank holding the teacher and the whole student) each
+step's global batch is the same rows of the same permutation as one process's; it is cut into micro-batches of
+config.rank_micro_batch rows (kd.micro_batch, or batch_size / N) and rank r takes micro-batches r, r + N, ...
+Each micro-batch's loss is weighed by its share of the global batch, as one process's are, and the ranks'
+gradients are summed (all-reduce) before clipping: the step is one process's at that micro-batch, up to the
+float rounding of the sum. (By hand, not torch's DDP wrapper: the chunked loss calls the base model and the
+head apart, which the wrapper's forward would not see.) Every rank then takes the same optimizer step. Rank 0
+alone writes the checkpoints (they hold no rank count) and, on resume, reads them and broadcasts them to the
+others, so a run resumes at any rank count. With launch.shard `fsdp` each TernaryLinear is FSDP2's
+(`fully_shard`): its U and scale, their gradients and Adam moments, are split by rows over the ranks, gathered
+whole for the module's forward and backward, and the gradients reduce-scattered (FSDP's mean, times N);
+checkpoints and the exported codes are gathered whole (`_whole`), and a resumed run scatters them again.
 """
 from __future__ import annotations
 
@@ -52,10 +65,12 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from ..events import log
 from .chatdata import eos_ids
-from .config import KDConfig, Paths, QuantizeConfig, kd_problems, schedule_factor
+from .config import KDConfig, Paths, QuantizeConfig, kd_problems, rank_micro_batch, schedule_factor
+from .dist import ONE, World
 from .interchange import TernaryTensor
 
 U_MAX = 1.5
@@ -80,6 +95,11 @@ def lr_factor(cfg: KDConfig, step: int) -> float:
     return schedule_factor(cfg.schedule, step, cfg.steps, cfg.warmup)
 
 
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    """`t` whole: a DTensor shard (launch.shard fsdp) gathered from every rank, which must all call it; else `t`."""
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
 class TernaryLinear(nn.Module):
     def __init__(self, linear: nn.Linear, tt: TernaryTensor, latent_dtype: torch.dtype = torch.float32):
         super().__init__()
@@ -92,7 +112,7 @@ class TernaryLinear(nn.Module):
         self.frozen: torch.Tensor | None = None  # set by frozen_weights() while the student writes text
 
     def codes(self) -> torch.Tensor:
-        return torch.round(torch.clamp(self.U.detach(), -1, 1)).to(torch.int8)
+        return torch.round(torch.clamp(_whole(self.U.detach()), -1, 1)).to(torch.int8)
 
     def weight_ste(self) -> torch.Tensor:
         T = torch.round(torch.clamp(self.U, -1, 1))
@@ -118,7 +138,7 @@ class TernaryLinear(nn.Module):
         self.U.copy_(self.codes().to(self.U.dtype))
 
     def export(self) -> TernaryTensor:
-        return TernaryTensor(W_q=self.codes().cpu(), scale=self.scale.detach().float().cpu().contiguous(),
+        return TernaryTensor(W_q=self.codes().cpu(), scale=_whole(self.scale.detach()).float().cpu().contiguous(),
                              group_size=self.group_size)
 
 
@@ -297,18 +317,20 @@ def _trained(student: dict[str, TernaryLinear], tuned: dict[str, TunedFloat]) ->
 
 
 def _save(work: Path, step: int, digest: str, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer,
-          history: list[dict]) -> None:
+          history: list[dict], write: bool = True) -> None:
     """Exactly what resuming needs: U and scale of every ternary linear (and the tuned floats' masters) and
     their two Adam moments, in the trained dtype, plus the step (once, in the JSON: every parameter took the
-    same number of Adam steps)."""
-    work.mkdir(parents=True, exist_ok=True)
+    same number of Adam steps). Sharded (fsdp) every rank gathers them and only `write` (rank 0) writes."""
     tensors: dict[str, torch.Tensor] = {}
     for key, p in trained:
-        tensors[key] = p.detach().cpu().contiguous()
+        tensors[key] = _whole(p.detach()).cpu().contiguous()
         st = opt.state.get(p, {})
         for k in ("exp_avg", "exp_avg_sq"):
             if k in st:
-                tensors[f"{key}.{k}"] = st[k].detach().cpu().contiguous()
+                tensors[f"{key}.{k}"] = _whole(st[k].detach()).cpu().contiguous()
+    if not write:
+        return
+    work.mkdir(parents=True, exist_ok=True)
     tmp = work / "kd-checkpoint.safetensors.tmp"
     save_file(tensors, str(tmp))
     del tensors
@@ -319,28 +341,98 @@ def _save(work: Path, step: int, digest: str, trained: list[tuple[str, nn.Parame
     tmpj.replace(work / "kd-checkpoint.json")
 
 
-def _load(work: Path, digest: str, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer
-          ) -> tuple[int, list[dict]]:
+def _read(work: Path, digest: str) -> tuple[int, list[dict], dict[str, torch.Tensor]]:
+    """The checkpoint in `work` when its digest is this run's: (step, history, tensors); else (0, [], {})."""
     js, st = work / "kd-checkpoint.json", work / "kd-checkpoint.safetensors"
     if not (js.exists() and st.exists()):
-        return 0, []
+        return 0, [], {}
     state = json.loads(js.read_text())
     if state.get("digest") != digest:
         # Not silent: a checkpoint of other settings is discarded and the whole run starts over.
         log(f"distill: {js} is of other settings (digest {str(state.get('digest'))[:12]} != {digest[:12]}): "
             f"discarding its {state.get('step')} steps, starting at step 0")
+        return 0, [], {}
+    return int(state["step"]), list(state["history"]), load_file(str(st))
+
+
+def _placed(world: World, p: torch.Tensor, whole: torch.Tensor | None) -> torch.Tensor:
+    """Rank 0's whole tensor `whole` laid out as `p` on this rank: itself with one rank, a copy broadcast to
+    every rank when `p` is replicated, this rank's shard when `p` is a DTensor."""
+    if world.size == 1:
+        return whole.to(p.device)
+    src = whole.to(p.device) if world.reporter else torch.empty(p.shape, dtype=p.dtype, device=p.device)
+    if isinstance(p, DTensor):
+        from torch.distributed.tensor import distribute_tensor
+
+        return distribute_tensor(src, p.device_mesh, p.placements)  # scattered from rank 0
+    return world.broadcast_(src)
+
+
+def _load(work: Path | None, digest: str, trained: list[tuple[str, nn.Parameter]], opt: torch.optim.Optimizer,
+          world: World = ONE) -> tuple[int, list[dict]]:
+    """Resume from rank 0's checkpoint: every rank gets its values of the trained tensors and their moments
+    (broadcast, or scattered when sharded). Returns (step, history; other ranks: this run's, empty)."""
+    step, history, tensors = _read(work, digest) if work is not None and world.reporter else (0, [], {})
+    if world.size > 1:
+        step = int(world.broadcast_(torch.tensor([float(step)], dtype=torch.float64, device=world.comm_device())).item())
+    if step == 0:
         return 0, []
-    step = int(state["step"])
-    tensors = load_file(str(st))
     for key, p in trained:
-        p.data.copy_(tensors.pop(key))
-        if f"{key}.exp_avg" in tensors:
+        v = _placed(world, p, tensors.pop(key, None))
+        with torch.no_grad():
+            (p.to_local() if isinstance(p, DTensor) else p.data).copy_(v.to_local() if isinstance(v, DTensor) else v)
+        if world.size > 1 and world.reporter and f"{key}.exp_avg" not in tensors:
+            raise RuntimeError(f"distill: the checkpoint at step {step} holds no Adam moments of {key}")
+        if world.size > 1 or f"{key}.exp_avg" in tensors:
             opt.state[p] = {
                 "step": torch.tensor(float(step)),
-                "exp_avg": tensors.pop(f"{key}.exp_avg").to(p.device),
-                "exp_avg_sq": tensors.pop(f"{key}.exp_avg_sq").to(p.device),
+                "exp_avg": _placed(world, p, tensors.pop(f"{key}.exp_avg", None)),
+                "exp_avg_sq": _placed(world, p, tensors.pop(f"{key}.exp_avg_sq", None)),
             }
-    return step, list(state["history"])
+    return step, history
+
+
+def _sum_over_ranks(world: World, params: list[nn.Parameter], figures: list[float]) -> list[float]:
+    """Several ranks: every rank's gradients of `params` and step figures summed (the same on every rank)."""
+    if world.size == 1:
+        return figures
+    for p in params:
+        if isinstance(p, DTensor):  # sharded (fsdp): FSDP reduce-scattered the ranks' mean (sum / N)
+            if p.grad is not None:
+                p.grad.mul_(world.size)  # the sum, as the replicated ranks' (exact for N a power of 2)
+            continue
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        world.sum_(p.grad)
+    return world.sum_(torch.tensor(figures, dtype=torch.float64, device=world.comm_device())).tolist()
+
+
+def _clip_sharded(params: list[nn.Parameter], max_norm: float, world: World) -> float:
+    """clip_grad_norm_ when some gradients are DTensor shards (fsdp): the 2-norm of every gradient whole (the
+    shards' squares summed over ranks, the replicated ones counted once), each scaled by the same factor."""
+    shards = [p.grad.to_local() for p in params if isinstance(p.grad, DTensor)]
+    whole = [p.grad for p in params if p.grad is not None and not isinstance(p.grad, DTensor)]
+    sq = torch.zeros((), dtype=torch.float64, device=world.comm_device())
+    for g in shards:
+        sq += g.double().pow(2).sum().to(sq.device)
+    world.sum_(sq)
+    for g in whole:
+        sq += g.double().pow(2).sum().to(sq.device)
+    total = float(sq.sqrt())
+    coef = min(1.0, max_norm / (total + 1e-6))
+    for g in shards + whole:
+        g.mul_(coef)
+    return total
+
+
+def _shard(student: dict[str, TernaryLinear]) -> None:
+    """launch.shard fsdp: each TernaryLinear's U and scale split by rows over the ranks (FSDP2 fully_shard).
+    Its gradients are reduce-scattered as FSDP's mean over ranks (a sum needs gloo's missing PREMUL_SUM), which
+    _sum_over_ranks turns back into the sum."""
+    from torch.distributed.fsdp import fully_shard
+
+    for tl in student.values():
+        fully_shard(tl)
 
 
 @contextmanager
@@ -403,7 +495,7 @@ def _micro_loss(teacher: nn.Module, student_model: nn.Module, ids: torch.Tensor,
 def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, TernaryLinear], seqs: torch.Tensor,
             cfg: KDConfig, work_dir: str | Path | None = None,
             on_step: Callable[[dict], None] | None = None, first: int = 0, last: int | None = None,
-            tuned: dict[str, TunedFloat] | None = None) -> list[dict]:
+            tuned: dict[str, TunedFloat] | None = None, world: World = ONE, fsdp: bool = False) -> list[dict]:
     """Train `student` (already installed in `student_model`) for cfg.steps; returns the loss history.
     `tuned` (tuned_floats: exactly the parameters tuned_names selects under cfg, none when its rates are 0)
     trains too, each at its rate.
@@ -414,7 +506,10 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     add up (each micro-batch's loss weighed by its share of the rows), so the effective batch is the
     profile's whatever fits in memory. With one micro-batch the step is the plain full-batch step; with
     several its loss is the mean of the micro-batches' means, which equals the full-batch mean when
-    stop_weight is 0 (every position weighs 1) and is its micro-batch-weighted estimate otherwise."""
+    stop_weight is 0 (every position weighs 1) and is its micro-batch-weighted estimate otherwise.
+    With several ranks (`world`) each runs its micro-batches of every step (module docstring); rank 0 alone
+    reads and writes `work_dir`, and the history it returns is the whole run's (the others': this run's).
+    `fsdp`: the ternary linears' trained state sharded over the ranks (module docstring)."""
     check_config(cfg)
     tuned = tuned or {}
     want = tuned_names(student_model, cfg)
@@ -425,6 +520,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
                          f"{cfg.float_lr} select (tuned_floats gives them), first {odd[:3]}")
     teacher.eval()
     student_model.train()
+    if fsdp:
+        _shard(student)  # before the optimizer: fully_shard replaces U and scale by sharded parameters
     groups = [{"params": [tl.U for tl in student.values()], "lr": cfg.lr},
               {"params": [tl.scale for tl in student.values()], "lr": cfg.scale_lr}]
     for lr in sorted({tf.lr for tf in tuned.values()}):
@@ -441,7 +538,7 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     digest = _digest(cfg, seqs, student, tuned, first, last)
     trained = _trained(student, tuned)
     work = Path(work_dir) if work_dir is not None else None
-    step, history = _load(work, digest, trained, opt) if work is not None else (0, [])
+    step, history = _load(work, digest, trained, opt, world)
     for tf in tuned.values():
         tf.push()  # a resumed run's masters into the model
     step = max(step, first)
@@ -449,20 +546,20 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
     hidden = cfg.hidden_mse > 0 or cfg.hidden_cos > 0
     stop = sorted(eos_ids(teacher)) if cfg.stop_weight > 0 else []
     bases = [g["lr"] for g in opt.param_groups]
-    mb = cfg.micro_batch or cfg.batch_size
+    mb = rank_micro_batch(cfg, world.size)
     params = [p for _, p in trained]
     with layer_checkpointing(student_model, cfg.grad_checkpointing):
         while step < last:
             for g, base in zip(opt.param_groups, bases):
                 g["lr"] = base * lr_factor(cfg, step)
             batch = _batch_at(step - first, seqs, cfg.batch_size, cfg.seed)
-            parts = batch.split(mb)
+            parts = world.mine(list(batch.split(mb)))
             opt.zero_grad(set_to_none=True)
             loss_v = kl_v = mse_v = cos_v = 0.0
             for part in parts:
                 loss, kl, mse, cos = _micro_loss(teacher, student_model, part.to(device), cfg, hidden, stop)
                 share = part.shape[0] / batch.shape[0]
-                (loss if len(parts) == 1 else loss * share).backward()
+                (loss if share == 1 else loss * share).backward()
                 loss_v += float(loss.detach()) * share
                 kl_v += float(kl.detach()) * share
                 mse_v += float(mse.detach()) * share
@@ -470,7 +567,9 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
                 del loss, kl, mse, cos
             for tf in tuned.values():
                 tf.pull_grad()
-            gnorm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)) if cfg.grad_clip > 0 else math.nan
+            loss_v, kl_v, mse_v, cos_v = _sum_over_ranks(world, params, [loss_v, kl_v, mse_v, cos_v])
+            gnorm = (math.nan if cfg.grad_clip <= 0 else _clip_sharded(params, cfg.grad_clip, world) if fsdp
+                     else float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)))
             opt.step()
             for tl in student.values():
                 tl.settle()
@@ -482,8 +581,8 @@ def distill(teacher: nn.Module, student_model: nn.Module, student: dict[str, Ter
             history.append(rec)
             if on_step is not None:
                 on_step(rec)
-            if work is not None and (step % cfg.checkpoint_every == 0 or step == last):
-                _save(work, step, digest, trained, opt, history)
+            if work is not None and (world.reporter or fsdp) and (step % cfg.checkpoint_every == 0 or step == last):
+                _save(work, step, digest, trained, opt, history, write=world.reporter)
     opt.zero_grad(set_to_none=True)
     student_model.eval()
     return history
@@ -574,14 +673,18 @@ class StepProgress:
 def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
                 on_layer: Callable[[int, int], None] | None = None,
                 on_step: Callable[[dict], None] | None = None,
-                on_progress: Callable[[int, int, str], None] | None = None
+                on_progress: Callable[[int, int, str], None] | None = None, world: World = ONE,
+                seconds: dict[str, float] | None = None
                 ) -> tuple[dict[str, TernaryTensor], dict, dict[str, torch.Tensor]]:
     """A fresh full-precision teacher writes the data (kd_sequences), GPTQ initialises the codes (gptq.run_gptq;
     on calibration text plus gptq.chat_windows windows of the teacher's transcripts), Block-AP (blockap.py;
     when kd.block_steps > 0) reconstructs each layer on the data, and distillation follows; returns the
     codes by source name, the report's figures and the tuned floats (fp32, by source name; empty when
     kd.norm_lr and kd.float_lr are 0). `on_step` gets each step's record plus `total` and `seconds_left`;
-    `on_progress(done, total, what)` follows the teacher's transcripts and Block-AP's layers."""
+    `on_progress(done, total, what)` follows the teacher's transcripts and Block-AP's layers. With several
+    ranks (`world`) GPTQ and distillation split their batches; the teacher's data and Block-AP run whole on
+    every rank (rank 0's Block-AP result is broadcast; it alone keeps its layer checkpoints). `seconds` gets
+    this rank's seconds per phase."""
     from ternforge_server.loader import model_name_for
 
     from .blockap import block_reconstruct
@@ -596,7 +699,7 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         p.requires_grad_(False)
     # The teacher writes the data first: GPTQ may fit on windows of its transcripts too (gptq.chat_windows).
     data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress)
-    seqs = data.seqs
+    seqs = world.share(data.seqs)  # one data set for every rank, should generation differ between devices
     chat_windows = 0
     if cfg.gptq.chat_windows:
         cal = cfg.calibration
@@ -605,7 +708,18 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         log(f"gptq: {chat_windows} windows of the teacher's transcripts join {sum(b.shape[0] for b in prep.batches)} "
             f"of calibration text (gptq.chat_windows {cfg.gptq.chat_windows})")
         prep.batches = prep.batches + [b.to(cfg.device) for b in chat_cal]
-    init, report = run_gptq(prep, cfg, on_layer)
+    seconds = {} if seconds is None else seconds
+    clock = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        seconds[name] = now - clock
+        clock = now
+
+    lap("teacher_data_s")
+    init, report = run_gptq(prep, cfg, on_layer, world)
+    lap("gptq_s")
     if cfg.gptq.chat_windows:
         report["gptq_chat_windows"] = chat_windows
     s2m = {s: m for m, s in prep.m2s.items()}
@@ -616,18 +730,25 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     if unmapped:
         raise ValueError(f"distill: tuned floats with no source tensor: {unmapped[:5]}")
     initial = {n: tf.master.detach().clone() for n, tf in tuned.items()}
-    blocks = block_reconstruct(teacher, prep.model, student, seqs, k, paths.work_dir,
+    blocks = block_reconstruct(teacher, prep.model, student, seqs, k, paths.work_dir if world.reporter else None,
                                None if on_progress is None else
                                (lambda done, total: on_progress(done, total, "kd: block-ap layers")))
+    if world.size > 1:  # every rank from rank 0's layers, should a device's kernels not be bitwise deterministic
+        for _, p in _trained(student, tuned):
+            world.broadcast_(p.data)
+        for tf in tuned.values():
+            tf.push()
+    lap("block_ap_s")
     progress = StepProgress(k.steps, on_step) if on_step is not None else None
     if not k.onpolicy_steps:
-        history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress, tuned=tuned)
+        history = distill(teacher, prep.model, student, seqs, k, paths.work_dir, progress, tuned=tuned, world=world,
+                          fsdp=cfg.launch.shard == "fsdp")
     else:
         # Two phases of one schedule: teacher-written data, then the same plus the student's own answers.
         switch = k.steps - k.onpolicy_steps
         work = Path(paths.work_dir) if paths.work_dir is not None else None
         history = distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-1",
-                          progress, first=0, last=switch, tuned=tuned)
+                          progress, first=0, last=switch, tuned=tuned, world=world)
         seqs, data.info["onpolicy"] = onpolicy_sequences(prep.model, student, paths.model_dir, data.requests, seqs,
                                                          k, cfg.device, on_progress)
         onpolicy = data.info["onpolicy"]
@@ -635,7 +756,8 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         log(f"distill: at step {switch} the student stopped by itself in {onpolicy['stopped']} of "
             f"{onpolicy['transcripts']} answers; {onpolicy['windows']} windows of them join the data")
         history += distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-2",
-                           progress, first=switch, last=k.steps, tuned=tuned)
+                           progress, first=switch, last=k.steps, tuned=tuned, world=world)
+    lap("distill_s")
     out = {prep.m2s[m]: tl.export() for m, tl in student.items()}
     floats = {p2s[n]: tf.master.detach().cpu().contiguous() for n, tf in tuned.items()}
     # How far each tuned float moved from the source's values: ||new - old|| / ||old||.

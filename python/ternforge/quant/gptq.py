@@ -10,6 +10,15 @@ the searched support) on the group's weights:
 - with act-order (columns swept by decreasing H_ii), before the sweep, on the original weights, because a
   group's columns are then scattered through the sweep. The permutation is undone before codes are emitted,
   so groups stay consecutive columns of the source order.
+
+Under a launch of several ranks (dist.py) each rank captures the inputs of its share of the calibration
+batches (batches rank, rank + N, ...), and `H` is the same running mean, with the same bytes, as one
+process's over all batches in order: batch b's term (sqrt(2/n_b) x)^T (sqrt(2/n_b) x), n_b the samples of
+batches 0..b, is computed by the rank that holds b and broadcast, and every rank folds the terms in batch
+order (`add_batch` is then one round: one batch per rank). A plain sum of the ranks' H would round
+differently from the running mean. `fasterquant` then runs on every rank; rank 0's codes and scales are
+broadcast, so the ranks propagate through the same weights even where a device's kernels are not bitwise
+deterministic.
 """
 from __future__ import annotations
 
@@ -22,6 +31,7 @@ import torch
 from torch import nn
 
 from . import twn
+from .dist import ONE, World
 from .interchange import TernaryTensor
 
 if TYPE_CHECKING:
@@ -47,20 +57,48 @@ class GPTQResult:
 
 
 class GPTQ:
-    def __init__(self, weight: torch.Tensor):
+    def __init__(self, weight: torch.Tensor, world: World = ONE, rounds: int = 0):
+        """`rounds` (several ranks): the calibration batches' count divided by the ranks', rounded up; every
+        rank takes part in that many rounds (`finish` runs those a rank has no batch for)."""
         self.rows, self.columns = weight.shape
         self.dev = weight.device
         self.H = torch.zeros((self.columns, self.columns), device=self.dev, dtype=torch.float32)
         self.nsamples = 0
+        self.world, self.rounds, self.rounds_done = world, rounds, 0
 
-    def add_batch(self, inp: torch.Tensor) -> None:
-        """Fold a batch of layer inputs [..., columns] into H = 2/n sum x x^T (running mean)."""
-        inp = inp.reshape(-1, self.columns).to(self.dev, torch.float32)
-        tmp = inp.shape[0]
+    def add_batch(self, inp: torch.Tensor | None) -> None:
+        """Fold a batch of layer inputs [..., columns] into H = 2/n sum x x^T (running mean); with several
+        ranks, one round: every rank's batch in rank order (None: this rank has none in this round)."""
+        x = None if inp is None else inp.reshape(-1, self.columns).to(self.dev, torch.float32)
+        self.rounds_done += 1
+        if self.world.size == 1:
+            self._fold(self._term(x, self.nsamples + x.shape[0]), x.shape[0])
+            return
+        counts = torch.zeros(self.world.size, dtype=torch.float64, device=self.world.comm_device())
+        counts[self.world.rank] = 0 if x is None else x.shape[0]
+        self.world.sum_(counts)
+        n = self.nsamples
+        for src, tmp in enumerate(int(c) for c in counts.tolist()):
+            if tmp == 0:
+                continue
+            term = self._term(x, n + tmp) if src == self.world.rank else torch.empty_like(self.H)
+            self._fold(self.world.broadcast_(term, src), tmp)
+            n += tmp
+
+    def _term(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        """One batch's share of H once the running count is n."""
+        x = math.sqrt(2 / n) * x
+        return x.t() @ x
+
+    def _fold(self, term: torch.Tensor, tmp: int) -> None:
         self.H *= self.nsamples / (self.nsamples + tmp)
         self.nsamples += tmp
-        inp = math.sqrt(2 / self.nsamples) * inp
-        self.H += inp.t() @ inp
+        self.H += term
+
+    def finish(self) -> None:
+        """Several ranks: the rounds this rank has no batch for (its share is one batch short)."""
+        while self.rounds_done < self.rounds:
+            self.add_batch(None)
 
     def fasterquant(self, weight: torch.Tensor, config: GPTQConfig) -> GPTQResult:
         g = config.group_size
@@ -137,7 +175,9 @@ class GPTQ:
         D = W0 - twn.dequantize(W_q, scale, g)
         H0 = self.H
         rel_err = float(torch.sum((D @ H0) * D) / torch.sum((W0 @ H0) * W0).clamp(min=1e-30))
-        return GPTQResult(W_q=W_q, scale=scale.contiguous(), loss=float(torch.sum(Losses)), rel_err=rel_err)
+        scale = self.world.broadcast_(scale.contiguous())
+        W_q = self.world.broadcast_(W_q.contiguous())
+        return GPTQResult(W_q=W_q, scale=scale, loss=float(torch.sum(Losses)), rel_err=rel_err)
 
     def free(self) -> None:
         self.H = None  # type: ignore[assignment]
@@ -149,21 +189,26 @@ def gptq_config(p: "GPTQSection", group_size: int) -> GPTQConfig:
                       scale_search=p.scale_search)
 
 
-def run_gptq(prep: "Prepared", cfg: "QuantizeConfig", on_layer: Callable[[int, int], None] | None = None
-             ) -> tuple[dict[str, TernaryTensor], dict]:
+def run_gptq(prep: "Prepared", cfg: "QuantizeConfig", on_layer: Callable[[int, int], None] | None = None,
+             world: World = ONE) -> tuple[dict[str, TernaryTensor], dict]:
     """Sequential GPTQ over the real model (hooks.sequential); the float model in `prep` ends up holding
-    the dequantized weights. Returns the codes by source name and the per-tensor output errors."""
+    the dequantized weights. Returns the codes by source name and the per-tensor output errors. With several
+    ranks each runs the layers on its share of the batches (world.mine) and the Hessians are shared."""
     from .hooks import sequential
 
     gcfg = gptq_config(cfg.gptq, prep.group_size)
-    if not prep.batches:
-        raise ValueError("gptq needs calibration batches (fetch-calib's calibration role)")
+    if len(prep.batches) < world.size:
+        raise ValueError(f"gptq needs calibration batches (fetch-calib's calibration role), at least one for each "
+                         f"of the {world.size} ranks: {len(prep.batches)}")
+    rounds = -(-len(prep.batches) // world.size)
     ternary = prep.ternary_modules()
     rel_errs: dict[str, float] = {}
 
     def quantize_group(mods: list[tuple[str, nn.Linear]], feed) -> dict[str, TernaryTensor]:
-        gptq = {name: GPTQ(mod.weight) for name, mod in mods}
+        gptq = {name: GPTQ(mod.weight, world, rounds) for name, mod in mods}
         feed(lambda name, x: gptq[name].add_batch(x))
+        for name, _ in mods:  # forward order: the order every rank's sink called them in
+            gptq[name].finish()
         done = {}
         for name, mod in mods:
             res = gptq[name].fasterquant(mod.weight, gcfg)
@@ -172,6 +217,6 @@ def run_gptq(prep: "Prepared", cfg: "QuantizeConfig", on_layer: Callable[[int, i
             done[name] = TernaryTensor(W_q=res.W_q.cpu(), scale=res.scale.cpu(), group_size=prep.group_size)
         return done
 
-    got = sequential(prep.model, prep.batches, ternary, quantize_group, on_layer)
+    got = sequential(prep.model, world.mine(prep.batches), ternary, quantize_group, on_layer)
     out = {ternary[m]: tt for m, tt in got.items()}
     return out, {"gptq_rel_err": rel_errs, "actorder": gcfg.actorder, "scale_search": gcfg.scale_search}

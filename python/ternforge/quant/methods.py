@@ -18,6 +18,7 @@ max_file_bytes, the file layout and the evidence figures are the same for every 
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,6 +27,7 @@ import torch
 
 from . import absmean, twn
 from .config import Paths, QuantizeConfig
+from .dist import ONE, World
 from .floatplan import AllocConfig, Allocation, allocate
 from .interchange import PlannedTensor, TernaryTensor
 
@@ -37,6 +39,7 @@ class Job:
     shapes: dict[str, tuple[int, ...]]  # every source tensor (from the checkpoint's headers)
     on_progress: Callable[[int, int, str], None] = lambda done, total, what: None
     on_step: Callable[[dict], None] | None = None  # each distillation step's record
+    world: World = ONE  # the launch's ranks (dist.py); the calibrated methods split their work over them
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class Outcome:
     report: dict[str, Any] = field(default_factory=dict)
     # Float tensors the method trained (source name -> values), written in place of the source's in its dtype.
     floats: dict[str, torch.Tensor] = field(default_factory=dict)
+    # This rank's seconds per phase (`gptq_s`, ...): for the result event under a launch, never the report.
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 class Method(Protocol):
@@ -118,8 +123,9 @@ class GPTQMethod:
         from .gptq import run_gptq
 
         prep = prepare(job.paths.model_dir, job.paths.calib_dir, job.cfg)
-        codes, report = run_gptq(prep, job.cfg, lambda d, n: job.on_progress(d, n, "gptq: layer"))
-        return Outcome(prep.allocation, _lookup(codes), report)
+        t0 = time.monotonic()
+        codes, report = run_gptq(prep, job.cfg, lambda d, n: job.on_progress(d, n, "gptq: layer"), job.world)
+        return Outcome(prep.allocation, _lookup(codes), report, seconds={"gptq_s": time.monotonic() - t0})
 
 
 class GPTQKD:
@@ -131,10 +137,11 @@ class GPTQKD:
 
         check_config(job.cfg.kd)  # refuses bad kd settings before the GPTQ pass
         prep = prepare(job.paths.model_dir, job.paths.calib_dir, job.cfg)
+        seconds: dict[str, float] = {}
         codes, report, floats = run_gptq_kd(prep, job.cfg, job.paths,
                                             lambda d, n: job.on_progress(d, n, "gptq+kd: layer"),
-                                            job.on_step, job.on_progress)
-        return Outcome(prep.allocation, _lookup(codes), report, floats)
+                                            job.on_step, job.on_progress, job.world, seconds)
+        return Outcome(prep.allocation, _lookup(codes), report, floats, seconds)
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (Absmean(), NoQuantization(), TWN(), GPTQMethod(), GPTQKD())}

@@ -13,6 +13,7 @@ contract floor) is a `failure` event with its reason and facts, and {"ok": false
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from safetensors import safe_open
 
 from ..events import emit, log
 from ..sources.checkpoint import INDEX_NAME as SOURCE_INDEX, write_json
+from . import dist
 from .config import METHOD_NAMES, ConfigError, Paths, QuantizeConfig, parse
 from .floatplan import Allocation, Encoding, FloatBudgetError
 from .interchange import DTYPE_NAMES, PlannedTensor, write_interchange
@@ -107,8 +109,9 @@ def check_device(cfg: QuantizeConfig, model_dir: Path, runs_model: bool) -> None
         raise QuantizeError("kernels-missing", str(e), selected=record["selected"]) from None
 
 
-def quantize(cfg: QuantizeConfig, paths: Paths) -> dict[str, Any]:
-    """Run cfg.method and write the interchange and its report into paths.out_dir. Returns the report."""
+def quantize(cfg: QuantizeConfig, paths: Paths, world: dist.World = dist.ONE) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Run cfg.method and, on the reporting rank, write the interchange and its report into paths.out_dir.
+    Returns (the report, or None on the other ranks; the ranks' figures under a launch of several, else None)."""
     import time
 
     model_dir, out_dir = Path(paths.model_dir), Path(paths.out_dir)
@@ -132,15 +135,26 @@ def quantize(cfg: QuantizeConfig, paths: Paths) -> dict[str, Any]:
              what=f"gptq+kd: distillation step, loss {rec['loss']:.4g}, about {rec['seconds_left']:.0f} s left")
 
     job = Job(cfg=cfg, paths=paths, shapes={n: s for n, (s, _) in meta.items()}, on_progress=on_progress,
-              on_step=on_step)
+              on_step=on_step, world=world)
     try:
         outcome = method.run(job)
     except FloatBudgetError as e:
         raise QuantizeError("float-budget", str(e)) from e
+    ranks = rank_seconds(world, {"total_s": time.monotonic() - t0, **outcome.seconds})
+    if not world.reporter:
+        return None, None
     report = write_outcome(cfg, paths, outcome, on_progress, base_model, revision)
     log(f"quantize: {cfg.method} wrote {len(report['files'])} file(s), ternary fraction incl. embedding "
         f"{report['ternary_fraction_incl_embedding']} in {time.monotonic() - t0:.1f} s")
-    return report
+    distributed = None if world.size == 1 else {"world_size": world.size, "backend": world.backend, "ranks": ranks}
+    return report, distributed
+
+
+def rank_seconds(world: dist.World, seconds: dict[str, float]) -> list[dict[str, float]]:
+    """Every rank's seconds per phase (the same phases on each), by rank."""
+    names = sorted(seconds)
+    return [{"rank": r, **{n: round(v, 3) for n, v in zip(names, got)}}
+            for r, got in enumerate(world.gather_figures([seconds[n] for n in names]))]
 
 
 def write_outcome(cfg: QuantizeConfig, paths: Paths, outcome: Outcome, on_progress: Callable[[int, int, str], None],
@@ -181,11 +195,13 @@ def write_outcome(cfg: QuantizeConfig, paths: Paths, outcome: Outcome, on_progre
     return report
 
 
-def result_of(report: dict[str, Any]) -> dict[str, Any]:
-    """The result event: the same figures whatever the method (stages/quantize.ts records them)."""
+def result_of(report: dict[str, Any], distributed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The result event: the same figures whatever the method (stages/quantize.ts records them), and under a
+    launch of several ranks the world and each rank's seconds."""
     return {"ok": True, "method": report["method"], "files": report["files"], "totals": report["totals"],
             "ternary_fraction_incl_embedding": report["ternary_fraction_incl_embedding"],
-            "ternary_fraction": report["allocation"]["ternary_fraction"]}
+            "ternary_fraction": report["allocation"]["ternary_fraction"],
+            **({} if distributed is None else {"distributed": distributed})}
 
 
 def main(config: dict[str, Any]) -> dict[str, Any]:
@@ -201,10 +217,19 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
             cfg, paths = parse(config)
         except ConfigError as e:
             raise QuantizeError("bad-config", str(e), problems=e.problems) from e
-        log(f"quantize: {paths.model_dir} -> {paths.out_dir} method={cfg.method} g={cfg.group_size}")
-        report = quantize(cfg, paths)
+        try:
+            world = dist.join(cfg.launch.backend, cfg.device, cfg.launch.world_size)
+        except dist.LaunchError as e:
+            raise QuantizeError("bad-launch", str(e)) from e
+        try:
+            cfg = dataclasses.replace(cfg, device=dist.rank_device(world, cfg.device))
+            log(f"quantize: {paths.model_dir} -> {paths.out_dir} method={cfg.method} g={cfg.group_size}"
+                + ("" if world.size == 1 else f" rank {world.rank} of {world.size} ({world.backend}) on {cfg.device}"))
+            report, distributed = quantize(cfg, paths, world)
+        finally:
+            dist.leave(world)
     except QuantizeError as e:
         log(str(e))
         emit("failure", reason=e.reason, message=str(e), **e.facts)
         return {"ok": False}
-    return result_of(report)
+    return {"ok": True} if report is None else result_of(report, distributed)

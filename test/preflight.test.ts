@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { engineSchemaSet } from '../engine/json-io.ts';
+import { evalPlan } from '../lib/preflight/command.ts';
 import { atDepth, decide, type DecideInput } from '../lib/preflight/decide.ts';
 import type { PreflightReport } from '../schemas/generated/preflight-report.ts';
 import type { PreflightFacts } from '../schemas/generated/preflight-result.ts';
@@ -55,7 +56,8 @@ describe('on tiny (CPU)', () => {
     report = JSON.parse(readFileSync(join(workdir, '.ternforge', 'tiny', 'preflight.json'), 'utf8'));
     expect(engineSchemaSet().validate('preflight-report.schema.json', report)).toEqual([]);
     expect(report.verdict).toBe('go');
-    expect(report.phases.map((p) => p.phase)).toEqual(['float budget plan', 'sequential GPTQ', 'distillation', 'quality']);
+    expect(report.phases.map((p) => p.phase)).toEqual(['float budget plan', 'sequential GPTQ', 'distillation', 'quality', 'eval (lm-eval)']);
+    expect(report.phases.at(-1)!.basis).toMatch(/^2 models x 24 requests \(the project-written stand-ins\), 16 at a time, every reply to 32 tokens/);
     for (const p of report.phases) expect(p.seconds, p.phase).toBeGreaterThan(0);
     expect(report.total_seconds).toBeCloseTo(report.phases.reduce((n, p) => n + p.seconds!, 0), 6);
     // the facts the projection came from: two depths, real distillation steps, GPTQ of each layer kind
@@ -255,6 +257,18 @@ describe('decide() on the 4B shape', () => {
     const host = decide(small).checks.find((c) => c.check === 'host memory')!;
     expect(host.status).toBe('no-go');
     expect(host.detail).toMatch(/the checkpoint's copy in host memory \(4[0-9]\.\d GB\)/);
+  });
+
+  test("the eval is projected from the decode step: both models, the real splits' published sizes, every reply to max_tokens", () => {
+    const i = fourB('bfloat16', 80e9);
+    const withGenerate = (d: number) => ({ ...i.facts.mini!.depths[d === 4 ? 0 : 1]!, generate: { batch: 16, steps: 16, seconds_per_step: 0.01 * d } });
+    i.facts.mini = { ...i.facts.mini!, depths: [withGenerate(4), withGenerate(8)] };
+    i.eval = evalPlan(REPO, { maxTokens: 4096 }, { sources: (['gpqa-diamond', 'math-500', 'livecodebench', 'mmlu-pro'] as const).map((b) => ({ name: b, benchmark: b, dataset: 'x/y', revision: 'main', role: 'evaluation' as const, format: 'json' as const, splits: { test: ['t'] } })) });
+    expect(i.eval).toEqual({ requests: 198 + 500 + 175 + 12_032, concurrency: 16, maxTokens: 4096, models: 2, realSplits: ['gpqa-diamond', 'livecodebench', 'math-500', 'mmlu-pro'] });
+    const e = decide(i).phases.find((p) => p.phase === 'eval (lm-eval)')!;
+    // the step at the model's 32 layers, fitted through 4 and 8 layers: 0.32 s
+    expect(e.seconds).toBeCloseTo(2 * Math.ceil(12_905 / 16) * 4096 * 0.32, 3);
+    expect(e.basis).toMatch(/^2 models x 12905 requests \(real splits: gpqa-diamond, livecodebench, math-500, mmlu-pro\), 16 at a time/);
   });
 
   test('distillation is projected as steps x micro-batches x the fitted step time', () => {

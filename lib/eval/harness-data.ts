@@ -36,6 +36,12 @@ export interface BenchmarkData {
 /** The split each benchmark's lm-eval task evaluates (GPQA is published as one `train` split). */
 export const EVAL_SPLIT: Readonly<Record<Benchmark, string>> = { 'gpqa-diamond': 'train', 'math-500': 'test', livecodebench: 'test', 'mmlu-pro': 'test' };
 
+/**
+ * The published size of each benchmark's graded split (GPQA Diamond, MATH-500, LiveCodeBench release_v6's new
+ * problems, MMLU-Pro's test split): what the preflight plans the eval with before the splits are fetched.
+ */
+export const BENCHMARK_ITEMS: Readonly<Record<Benchmark, number>> = { 'gpqa-diamond': 198, 'math-500': 500, livecodebench: 175, 'mmlu-pro': 12_032 };
+
 /** The column that holds an item's id in each benchmark's rows. */
 const ID_COLUMN: Readonly<Record<Benchmark, string>> = { 'gpqa-diamond': 'Record ID', 'math-500': 'unique_id', livecodebench: 'question_id', 'mmlu-pro': 'question_id' };
 

@@ -10,14 +10,18 @@
  * (schemas/preflight-report.schema.json). With `--facts <file>` it measures nothing and decides from what
  * bench/gpu-check.sh measured on a lent GPU. Exit 0 on go, 1 on no-go, 2 on bad usage.
  */
-import { mkdirSync, readFileSync, statfsSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { CommandContext, ExtraCommand } from '../../engine/cli.ts';
 import { formatFailure } from '../../engine/format-failure.ts';
 import { writeFileAtomicSync } from '../../engine/fs-atomic.ts';
 import { Session } from '../../engine/session.ts';
 import { runWorker } from '../../engine/worker.ts';
+import type { EvalParams } from '../../schemas/generated/eval.ts';
 import type { FetchCalibParams } from '../../schemas/generated/fetch-calib.ts';
+import type { FetchEvalParams } from '../../schemas/generated/fetch-eval.ts';
+import { BENCHMARK_ITEMS } from '../eval/harness-data.ts';
+import type { Benchmark } from '../eval/score.ts';
 import type { FetchModelParams } from '../../schemas/generated/fetch-model.ts';
 import type { PreflightReport } from '../../schemas/generated/preflight-report.ts';
 import type { PythonEnvParams } from '../../schemas/generated/python-env.ts';
@@ -36,9 +40,28 @@ const USAGE = 'usage: preflight [--profile <p>] [--no-mini] [--gen-tokens N] [--
 export const REPORT_FILE = 'preflight.json';
 export const REPORT_SCHEMA = 'preflight-report.schema.json';
 
+/**
+ * What the eval stage will ask (DESIGN.md, Evaluation with lm-evaluation-harness): each fetch-eval source's
+ * published item count, and for a benchmark without one the project-written questions of the eval sets;
+ * twice (the submission, then the float model), `concurrency` at a time, up to `maxTokens` each.
+ */
+export function evalPlan(root: string, p: EvalParams, fe: FetchEvalParams | undefined): NonNullable<DecideInput['eval']> {
+  const real = new Set((fe?.sources ?? []).map((s) => s.benchmark));
+  let requests = [...real].reduce((n, b) => n + BENCHMARK_ITEMS[b], 0);
+  const files = p.sets ?? readdirSync(join(root, 'data/eval')).filter((f) => f.endsWith('.json')).map((f) => `data/eval/${f}`);
+  for (const f of files) {
+    const set = JSON.parse(readFileSync(join(root, f), 'utf8')) as { benchmark: Benchmark; questions: unknown[] };
+    if (!real.has(set.benchmark)) requests += set.questions.length;
+  }
+  if (p.limit !== undefined) requests = Math.min(requests, p.limit * 4);
+  return { requests, concurrency: p.concurrency ?? 16, maxTokens: p.maxTokens ?? 4096, models: 2, realSplits: [...real].sort() };
+}
+
 /** The mini-runs a method's phases need. */
-export function phasesFor(q: QuantizeParams, quality: boolean): string[] {
+export function phasesFor(q: QuantizeParams, quality: boolean, evaluates = false): string[] {
   const out = new Set<string>();
+  // the eval's wall time is projected from the decode step at the eval's concurrency
+  if (evaluates) out.add('generate');
   if (quality || q.method !== 'absmean') out.add('forward');
   if (q.method === 'gptq' || q.method === 'gptq+kd') out.add('gptq');
   if (q.method === 'gptq+kd') {
@@ -124,7 +147,7 @@ async function measure(ctx: CommandContext, o: Options, fm: FetchModelParams): P
     hub,
     model_config_dir: localModel ? join(s.upstreamDir('fetch-model'), 'model') : fm.local_path !== undefined ? resolve(ctx.root, fm.local_path) : null,
     model_hub: fm.source === 'hub' && fm.local_path === undefined ? { repo: fm.repo, revision: hub.find((h) => h.request.kind === 'model')?.commit ?? fm.revision } : null,
-    phases: o.mini ? phasesFor(q, sec['quality'] !== undefined) : [],
+    phases: o.mini ? phasesFor(q, sec['quality'] !== undefined, sec['eval'] !== undefined) : [],
     gen_tokens: o.genTokens,
     gptq_tokens: o.gptqTokens,
   };
@@ -204,6 +227,7 @@ export const preflightCommand: ExtraCommand = {
       host: m.host,
       facts: m.facts,
       ...(m.builtin !== undefined ? { builtin: m.builtin } : {}),
+      ...(sec['eval'] !== undefined ? { eval: evalPlan(ctx.root, sec['eval'] as unknown as EvalParams, sec['fetch-eval'] as unknown as FetchEvalParams | undefined) } : {}),
       ...(sec['smoke-serve'] !== undefined ? { burst: burstOf(sec['smoke-serve'] as { concurrency?: number; max_tokens?: number; deadline_s?: number }) } : {}),
     });
     const report: PreflightReport = {

@@ -50,6 +50,8 @@ export interface DecideInput {
   facts: PreflightFacts;
   /** The grader's burst as the profile's smoke-serve section states it (requests at once, max_tokens, deadline). */
   burst?: { concurrency: number; max_tokens: number; deadline_s: number };
+  /** What the eval stage will ask (command.ts evalPlan). */
+  eval?: { requests: number; concurrency: number; maxTokens: number; models: number; realSplits: string[] };
   /** bench/gpu-builtin.py's result, where the facts came from bench/gpu-check.sh. */
   builtin?: { gpu: string | null; requests: number; tokens_per_request: number; wall_s: number; tok_s: number; step_ms_at_full_batch: { mean: number; p50: number; max: number } };
 }
@@ -203,7 +205,7 @@ export function decide(i: DecideInput): Decision {
 
   // the projection
   const phases: PhaseRow[] = [];
-  const unmeasured = ['fetch-model and fetch-calib downloads (network)', 'pack, audit, vendor-wheels, emit, smoke-serve, eval'];
+  const unmeasured = ['fetch-model, fetch-calib and fetch-eval downloads (network)', 'pack, audit, vendor-wheels, emit, smoke-serve'];
   const calTokens = q.calibration.sequences * q.calibration.seq_len;
   const fwd = atDepth(depths, L, (d) => (d.forward !== undefined ? d.forward.seconds / d.forward.tokens : undefined));
   const step = atDepth(depths, L, (d) => d.generate?.seconds_per_step);
@@ -245,6 +247,18 @@ export function decide(i: DecideInput): Decision {
   if (i.quality !== undefined) {
     const tokens = (i.quality.sequences ?? 0) * (i.quality.seq_len ?? 0);
     phases.push({ phase: 'quality', seconds: fwd === null ? null : 2 * tokens * fwd, basis: `the float and the packed model over ${tokens} held-out tokens` });
+  }
+  if (i.eval !== undefined) {
+    const e = i.eval;
+    const batch = depths[0]?.generate?.batch ?? null;
+    const rounds = Math.ceil(e.requests / e.concurrency);
+    // every reply to max_tokens, each decode step as the teacher's at its batch: an upper bound in tokens, on
+    // the built-in engine's speed (vLLM, which serves the submission on a GPU, decodes faster)
+    phases.push({
+      phase: 'eval (lm-eval)',
+      seconds: step === null ? null : e.models * rounds * e.maxTokens * step,
+      basis: `${e.models} models x ${e.requests} requests (${e.realSplits.length > 0 ? `real splits: ${e.realSplits.join(', ')}` : 'the project-written stand-ins'}), ${e.concurrency} at a time, every reply to ${e.maxTokens} tokens at the measured decode step${batch !== null && batch !== e.concurrency ? ` (batch ${batch})` : ''}: an upper bound on decoding (server start-up and lm-eval's own time not included)`,
+    });
   }
   const total = phases.reduce((n, p) => n + (p.seconds ?? 0), 0);
   if (phases.some((p) => p.seconds === null)) unmeasured.push(...phases.filter((p) => p.seconds === null).map((p) => p.phase));

@@ -59,12 +59,19 @@ def _yaml(obj: dict[str, Any]) -> str:
 
 
 def _categories(fmt: str, files: dict[str, list[str]]) -> list[str]:
-    import datasets
-
+    """The MMLU-Pro categories present in the files, read directly (no `datasets` cache outside `work`)."""
     found: set[str] = set()
-    for split, paths in files.items():
-        ds = datasets.load_dataset(fmt, data_files={split: paths}, split=split)
-        found.update(ds["category"])
+    for paths in files.values():
+        for p in paths:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                found.update(pq.read_table(p, columns=["category"]).column("category").to_pylist())
+            elif fmt == "json":
+                with open(p, encoding="utf-8") as f:
+                    found.update(json.loads(line)["category"] for line in f if line.strip())
+            else:
+                raise HarnessInputError(f"mmlu-pro data in {fmt}: give it as json lines or parquet")
     unknown = sorted(found - set(MMLU_PRO_CATEGORIES))
     if unknown:
         raise HarnessInputError(f"mmlu-pro data has categories lm-eval has no task for: {unknown}")

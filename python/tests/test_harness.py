@@ -49,8 +49,8 @@ def test_refusals_name_the_benchmark_and_the_problem(tmp_path: Path) -> None:
         harness.write_tasks([{"benchmark": "hellaswag", "format": "json", "files": {}}], tmp_path)
     with pytest.raises(harness.HarnessInputError, match="math-500: data file .*missing.jsonl does not exist"):
         harness.write_tasks([{"benchmark": "math-500", "format": "json", "files": {"test": [str(tmp_path / "missing.jsonl")]}}], tmp_path)
-    with pytest.raises(harness.HarnessInputError, match="data format 'csv'"):
-        harness.write_tasks([{"benchmark": "math-500", "format": "csv", "files": {}}], tmp_path)
+    with pytest.raises(harness.HarnessInputError, match="data format 'xlsx'"):
+        harness.write_tasks([{"benchmark": "math-500", "format": "xlsx", "files": {}}], tmp_path)
     odd = _jsonl(tmp_path / "odd.jsonl", [_mmlu_row(1, "astrology")])
     with pytest.raises(harness.HarnessInputError, match=r"categories lm-eval has no task for: \['astrology'\]"):
         harness.write_tasks([{"benchmark": "mmlu-pro", "format": "json", "files": {"test": [odd]}}], tmp_path)

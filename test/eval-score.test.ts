@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatTable, normalisedScore, percentile, tabulate, zeroReason, type QuestionOutcome } from '../lib/eval/score.ts';
+import { formatGrade, formatTable, normalisedScore, percentile, predictedGrade, tabulate, zeroReason, type QuestionOutcome } from '../lib/eval/score.ts';
 
 describe('normalisedScore', () => {
   it('is (acc - floor) / (ceiling - floor) * 100 with the grader floors and ceilings', () => {
@@ -53,7 +53,7 @@ describe('tabulate', () => {
     outcome('gpqa-diamond', true, { latencyMs: 100, completionTokens: 10 }),
     outcome('gpqa-diamond', false, { latencyMs: 300, completionTokens: 4096, truncated: true, finishReason: 'length' }),
     outcome('gpqa-diamond', false, { latencyMs: 300_000, completionTokens: null, timedOut: true, error: 'no complete reply', finishReason: null }),
-    outcome('gpqa-diamond', true, { latencyMs: 200, completionTokens: 20 }),
+    outcome('gpqa-diamond', true, { latencyMs: 200, completionTokens: 20, detail: { fallback: true } }), // the server wrote this content
     outcome('math-500', true),
     outcome('math-500', false, { error: 'HTTP 500', completionTokens: null, finishReason: null }),
   ];
@@ -71,6 +71,7 @@ describe('tabulate', () => {
       truncations: 1,
       timeouts: 1,
       errors: 0,
+      fallbacks: 1,
       meanCompletionTokens: (10 + 4096 + 20) / 3,
       p50LatencyMs: 200,
       p95LatencyMs: 300_000,
@@ -80,12 +81,33 @@ describe('tabulate', () => {
   });
   it('formats a Markdown table with the mean', () => {
     const text = formatTable(table);
-    expect(text.split('\n')[2]).toBe('| gpqa-diamond | 4 | 2 | 0.500 | 77.9 | 1 | 1 | 0 | 1375 | 0.20 | 300.00 |');
+    expect(text.split('\n')[2]).toBe('| gpqa-diamond | 4 | 2 | 0.500 | 77.9 | 1 | 1 | 0 | 1 | 1375 | 0.20 | 300.00 |');
     expect(text.split('\n').at(-1)).toBe('mean normalised score: 67.8 (over 2 of 4 benchmarks; missing: livecodebench, mmlu-pro)');
   });
   it('averages over all four benchmarks when all are present', () => {
     const all = tabulate([outcome('gpqa-diamond', true), outcome('math-500', false), outcome('livecodebench', true), outcome('mmlu-pro', false)]);
     expect(all.missing).toEqual([]);
     expect(all.meanScore).toBe((100 + 0 + 100 + 0) / 4);
+  });
+});
+
+describe('predictedGrade', () => {
+  const many = (benchmark: QuestionOutcome['benchmark'], right: number, n: number): QuestionOutcome[] => Array.from({ length: n }, (_, i) => outcome(benchmark, i < right));
+  it("rescales each benchmark from chance to the grader's ceiling and to the measured one", () => {
+    const ternary = tabulate([...many('gpqa-diamond', 2, 5), ...many('math-500', 3, 5)]);
+    const float = tabulate([...many('gpqa-diamond', 3, 5), ...many('math-500', 4, 5)]);
+    const g = predictedGrade(ternary, float);
+    expect(g.rows.map((r) => [r.benchmark, r.ternaryAccuracy, r.floatAccuracy])).toEqual([['gpqa-diamond', 0.4, 0.6], ['math-500', 0.6, 0.8]]);
+    expect(g.rows[0]!.scoreMeasured).toBeCloseTo(((0.4 - 0.25) / (0.6 - 0.25)) * 100, 12);
+    expect(g.rows[1]!.scoreMeasured).toBeCloseTo(75, 12);
+    expect(g.rows[0]!.scoreGrader).toBe(normalisedScore('gpqa-diamond', 0.4));
+    expect(g.rows[1]!.floatScoreGrader).toBe(normalisedScore('math-500', 0.8));
+    expect(g.meanMeasured).toBeCloseTo((g.rows[0]!.scoreMeasured! + 75) / 2, 12);
+    expect(formatGrade(g).split('\n').at(-1)).toBe(`predicted grade: ${g.meanGrader.toFixed(1)} with the grader's ceilings, ${g.meanMeasured!.toFixed(1)} with the measured ones`);
+  });
+  it('a measured ceiling at or below chance gives no measured score, and that benchmark leaves the mean', () => {
+    const g = predictedGrade(tabulate([...many('gpqa-diamond', 1, 4), ...many('math-500', 1, 2)]), tabulate([...many('gpqa-diamond', 1, 4), ...many('math-500', 2, 2)]));
+    expect(g.rows.map((r) => r.scoreMeasured)).toEqual([null, 50]);
+    expect(g.meanMeasured).toBe(50);
   });
 });

@@ -37,6 +37,7 @@ import { EVAL_OUTPUTS, LM_EVAL_DIR } from '../lib/eval/run.ts';
 import { formatGrade, formatTable, predictedGrade } from '../lib/eval/score.ts';
 import { serving, writeFloatReference, type ServeOptions } from '../lib/eval/serve-model.ts';
 import { requestFieldMeasure, sweep } from '../lib/eval/sweep.ts';
+import { evidencePlaces } from '../lib/smoke/smoke.ts';
 import { submissionNames } from '../lib/submission/layout.ts';
 import type { EvalParams } from '../schemas/generated/eval.ts';
 
@@ -92,7 +93,7 @@ export const stage = defineStage<EvalParams>({
           origin,
           worker: ctx,
           scratch: join(scratch, `harness-${name}`),
-          keep: { dir: join(ctx.out, LM_EVAL_DIR, name), keptAs: `${LM_EVAL_DIR}/${name}` },
+          keep: { dir: join(ctx.out, LM_EVAL_DIR, name), keptAs: `${LM_EVAL_DIR}/${name}`, places: evidencePlaces({ scratch, python: ctx.python, workdir: ctx.workdir, root: ctx.root }) },
           concurrency: common.concurrency,
           maxTokens,
           timeoutMs: common.timeoutMs,

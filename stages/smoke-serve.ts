@@ -10,8 +10,7 @@
  * Uncached: it measures a live process, whose result its declared inputs do not fully decide.
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { prettyJson } from '../engine/digest.ts';
 import { withPlaceholders } from '../engine/host-paths.ts';
 import { SchemaSet } from '../engine/json-io.ts';
@@ -19,7 +18,7 @@ import { err, ok } from '../engine/result.ts';
 import { defineStage } from '../engine/types.ts';
 import { stageFailed } from '../lib/failures.ts';
 import { prepareScratch, scratchBase } from '../lib/smoke/scratch.ts';
-import { runSmoke, venvBaseDir } from '../lib/smoke/smoke.ts';
+import { evidencePlaces, runSmoke, venvBaseDir } from '../lib/smoke/smoke.ts';
 import type { SmokeServeParams } from '../schemas/generated/smoke-serve.ts';
 
 export const stage = defineStage<SmokeServeParams>({
@@ -55,7 +54,7 @@ export const stage = defineStage<SmokeServeParams>({
       new SchemaSet(join(ctx.root, 'schemas')).check('smoke-report.schema.json', report, 'smoke.json');
       // The evidence names no path of this machine: the scratch copy is `<scratch>`, the interpreter's
       // directory `<python>`, the venv `<venv>`, the workdir `<workdir>`, the repository `.`, home `~`, temp `<tmp>`.
-      const places: Array<[string, string]> = [[scratch, '<scratch>'], ...(pythonDir !== undefined ? [[pythonDir, '<python>'] as [string, string]] : []), [dirname(dirname(ctx.python)), '<venv>'], [ctx.workdir, '<workdir>'], [ctx.root, '.'], [homedir(), '~'], [tmpdir(), '<tmp>']];
+      const places = evidencePlaces({ scratch, python: ctx.python, pythonDir, workdir: ctx.workdir, root: ctx.root });
       writeFileSync(join(ctx.out, 'smoke.json'), withPlaceholders(prettyJson(report), places));
       for (const f of ['serve.log', 'startup-report.json']) {
         if (existsSync(join(scratch, f))) writeFileSync(join(ctx.out, f), withPlaceholders(readFileSync(join(scratch, f), 'utf8'), places));

@@ -5,7 +5,7 @@
  * grader's rule applied to lm-eval's per-sample scores. The eval stage on tiny (eval-stage.test.ts) runs the
  * same path against the served submission.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -132,7 +132,7 @@ describe('lm-eval through the recorder, scored by the grader', () => {
       origin,
       worker: { worker: (c, cfg) => runWorker(opts, c, cfg) },
       scratch: join(tmp, 'scratch'),
-      keep: { dir: out, keptAs: 'lm-eval/test' },
+      keep: { dir: out, keptAs: 'lm-eval/test', places: [[tmp, '<tmp>']] },
       concurrency: 4,
       maxTokens: 64,
       timeoutMs: 2000,
@@ -156,7 +156,11 @@ describe('lm-eval through the recorder, scored by the grader', () => {
       ['mmlu-pro', 'mmlu_pro', 'custom-extract', 'exact_match'],
       ['livecodebench', null, 'none', 'nonempty'],
     ]);
-    for (const f of report.harness!.files) expect(existsSync(join(out, f.replace('lm-eval/test/', '')))).toBe(true);
+    for (const f of report.harness!.files) {
+      const kept = readFileSync(join(out, f.replace('lm-eval/test/', '')), 'utf8');
+      expect(kept.includes(tmp), f).toBe(false); // the scratch paths lm-eval wrote are named, not kept
+    }
+    expect(report.harness!.argv).toContain('<tmp>/scratch/work/tasks');
   });
 
   test("lm-eval's scorers decide a reply that came back whole; the sandbox runs the code", () => {

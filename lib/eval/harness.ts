@@ -14,9 +14,10 @@
  * The result is an eval report (schemas/eval-report.schema.json) with a `harness` section; lm-eval's files are
  * copied next to it.
  */
-import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Failure } from '../../engine/failure.ts';
+import { withPlaceholders } from '../../engine/host-paths.ts';
 import { ok, type Result } from '../../engine/result.ts';
 import type { WorkerEvent } from '../../engine/types.ts';
 import type { EvalReport, HarnessTask, QuestionOutcome, SetSummary } from '../../schemas/generated/eval-report.ts';
@@ -44,8 +45,11 @@ export interface HarnessOptions {
   worker: { worker(command: string, config: unknown): Promise<Result<WorkerEvent[], Failure>> };
   /** The worker's task files, lm-eval's output and its datasets cache go here (the caller deletes it). */
   scratch: string;
-  /** lm-eval's output files are copied here; `keptAs` is that directory as the report names it. */
-  keep: { dir: string; keptAs: string };
+  /**
+   * lm-eval's output files are copied here, each of this machine's `places` written as its name (they hold
+   * the run's command line and directories); `keptAs` is that directory as the report names it.
+   */
+  keep: { dir: string; keptAs: string; places: ReadonlyArray<readonly [string, string]> };
   concurrency: number;
   maxTokens: number;
   /** The grader's per-request deadline. */
@@ -161,7 +165,7 @@ export async function runHarness(opts: HarnessOptions): Promise<Result<EvalRepor
 
   mkdirSync(opts.keep.dir, { recursive: true });
   const kept = [h.results, ...h.benchmarks.flatMap((b) => Object.values(b.samples))].map((f) => {
-    copyFileSync(f, join(opts.keep.dir, basename(f)));
+    writeFileSync(join(opts.keep.dir, basename(f)), withPlaceholders(readFileSync(f, 'utf8'), opts.keep.places));
     return `${opts.keep.keptAs}/${basename(f)}`;
   });
   const results = JSON.parse(readFileSync(h.results, 'utf8')) as { results?: Record<string, Record<string, unknown>> };
@@ -199,6 +203,6 @@ export async function runHarness(opts: HarnessOptions): Promise<Result<EvalRepor
     sets: opts.sets.map((s) => ({ ...s, questions: questions.filter((q) => q.set === s.name).length })),
     table: tabulate(questions),
     questions,
-    harness: { lmEval: h.lm_eval, mathVerify: h.math_verify, argv: h.argv, tasks, files: kept, requests: recorder.records.length, unmatched: recorder.records.length - claimed },
+    harness: { lmEval: h.lm_eval, mathVerify: h.math_verify, argv: h.argv.map((a) => withPlaceholders(a, opts.keep.places)), tasks, files: kept, requests: recorder.records.length, unmatched: recorder.records.length - claimed },
   });
 }

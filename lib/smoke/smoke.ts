@@ -7,6 +7,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { err, ok, type Result } from '../../engine/result.ts';
@@ -65,6 +66,16 @@ export function venvBaseDir(venvPython: string): string | undefined {
   const cfg = join(dirname(dirname(venvPython)), 'pyvenv.cfg');
   if (!existsSync(cfg)) return undefined;
   return /^home\s*=\s*(.+)$/m.exec(readFileSync(cfg, 'utf8'))?.[1]?.trim();
+}
+
+/**
+ * The places of this machine a stage's evidence writes as names (engine/host-paths.ts `withPlaceholders`):
+ * its scratch directory `<scratch>`, the interpreter's directory `<python>`, the venv `<venv>`, the workdir
+ * `<workdir>`, the repository `.`, home `~`, temp `<tmp>`.
+ */
+export function evidencePlaces(o: { scratch: string; python: string; pythonDir?: string | undefined; workdir: string; root: string }): Array<[string, string]> {
+  const pythonDir = o.pythonDir ?? venvBaseDir(o.python);
+  return [[o.scratch, '<scratch>'], ...(pythonDir !== undefined ? [[pythonDir, '<python>'] as [string, string]] : []), [dirname(dirname(o.python)), '<venv>'], [o.workdir, '<workdir>'], [o.root, '.'], [homedir(), '~'], [tmpdir(), '<tmp>']];
 }
 
 /**

@@ -96,7 +96,11 @@ def test_gptq_under_two_ranks_writes_the_bytes_of_one_process(tiny_fetch_dir: Pa
 
 
 def _kd_config(fetch: Path, calib: Path, run: Path) -> dict:
-    return quantize_config(fetch, calib, run, "gptq+kd", kd={"steps": 10})
+    # The teacher's chat data in two batches (chatdata.ANSWER_BATCH 16) of answers to 20 snippet requests and
+    # of 4 x 5 self-written draws: rank 0 writes the first batch of each, rank 1 the second. (tiny's random
+    # teacher never ends a request, so no draw is kept: test_chat_batches_split_by_rank covers the keeping.)
+    return quantize_config(fetch, calib, run, "gptq+kd",
+                           kd={"steps": 10, "chat_prompts": 20, "chat_self_prompts": 5, "chat_max_new": 6})
 
 
 def state(run: Path) -> tuple[dict[str, torch.Tensor], list[dict]]:
@@ -181,3 +185,30 @@ def test_fsdp_resumes_one_process_checkpoint_sharded_and_ends_within_tolerance(
     worst = {kind: max(float((t1[k].double() - t2[k].double()).abs().max()) for k in t1 if k.endswith(kind))
              for kind in (".U", ".scale")}
     assert worst_loss <= 1e-5 and worst[".U"] <= 1e-4 and worst[".scale"] <= 1e-5, (worst_loss, worst)
+
+
+def _chat(fetch: Path, run: Path, nproc: int) -> dict:
+    """scaleout_chat.py's line, as one process or under torchrun (one thread per process, as above)."""
+    run.mkdir(parents=True, exist_ok=True)
+    launcher = ([] if nproc == 1 else
+                ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0",
+                 "--standalone"])
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python"), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, *launcher, str(Path(__file__).with_name("scaleout_chat.py")), str(fetch)],
+                       cwd=run, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-4000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_chat_batches_split_by_rank_and_every_rank_gets_one_process_data(tiny_fetch_dir: Path, tmp_path: Path) -> None:
+    """chatdata.by_rank: 2 ranks generate alternate batches of the teacher's self-written requests (4 kept,
+    of at most 16 draws in batches of 3; most draws are dropped) and of its answers (6, of
+    several lengths, in batches of 2), and every rank ends with one process's requests and transcripts."""
+    one, two = _chat(tiny_fetch_dir, tmp_path / "one", 1), _chat(tiny_fetch_dir, tmp_path / "two", 2)
+    assert len(one["requests"]) == 4 and len(one["transcripts"]) == 6
+    assert len({len(t) for t in one["transcripts"]}) > 2
+    assert {k: two[k] for k in ("requests", "transcripts", "stopped")} == \
+        {k: one[k] for k in ("requests", "transcripts", "stopped")}
+    # Each rank made about half the generate() calls; the last round of draws may add one that is not used.
+    (calls,), (r0, r1) = one["calls"], two["calls"]
+    assert r0 + r1 in (calls, calls + 1) and r0 - r1 in (0, 1) and r1 >= 2, (calls, r0, r1)

@@ -20,13 +20,20 @@ evaluation item; the teacher writes the rest of the question and its answer.
 
 Deterministic: snippets are chosen evenly over the documents in manifest order, answers are greedy, and
 self-written requests are sampled from a seeded generator.
+
+Under a launch of several ranks (`world`, dist.py) the batches are split: rank r generates batches r, r + N,
+r + 2N, ..., and each round's rows are gathered to every rank in batch order. A batch holds the same rows,
+padding and seed as in one process, so every rank ends with the transcripts one process writes (on the CPU at
+an equal thread count, bit for bit; test_scaleout.py), in 1/N of the time.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import torch
+
+from .dist import ONE, World
 
 INSTRUCTIONS = (
     "Summarize the following text in one or two sentences.\n\n{snippet}",
@@ -78,6 +85,18 @@ def _until_stop(tokens: list[int], stops: set[int]) -> int | None:
     return next((k for k, t in enumerate(tokens) if t in stops), None)
 
 
+def by_rank(world: World, batches: int, generate: Callable[[int], list[list[int]]]) -> Iterator[tuple[int, list[list[int]]]]:
+    """(b, generate(b)'s rows) for b = 0 .. batches - 1 in order, on every rank; rank r calls generate(b) only
+    for b = r mod N, in rounds of N batches, each round's rows gathered. A consumer may stop early: every rank
+    holds the same rows, so all stop at the same round."""
+    for first in range(0, batches, world.size):
+        b = first + world.rank
+        got = world.gather_rows(generate(b) if b < batches else [])
+        for r, rows in enumerate(got):
+            if first + r < batches:
+                yield first + r, rows
+
+
 def prompt_ids(tokenizer, request: str) -> list[int]:
     """Token ids of `request` as a user turn in the chat template, up to where the assistant's reply begins."""
     text = tokenizer.apply_chat_template([{"role": "user", "content": request}], add_generation_prompt=True,
@@ -87,26 +106,34 @@ def prompt_ids(tokenizer, request: str) -> list[int]:
 
 @torch.no_grad()
 def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: int, batch_size: int = ANSWER_BATCH,
-           device: str = "cpu", on_progress: Callable[[int, int], None] | None = None) -> tuple[list[list[int]], int]:
+           device: str = "cpu", on_progress: Callable[[int, int], None] | None = None,
+           world: World = ONE) -> tuple[list[list[int]], int]:
     """Token ids of one chat transcript per request: the templated prompt, then the teacher's greedy answer
     (ending with its end-of-turn token unless it ran out of `max_new`); and how many answers stopped.
-    `on_progress(done, total)` follows each batch of answers."""
+    `on_progress(done, total)` follows each batch of answers. Several ranks split the batches (module docstring)."""
     stops = eos_ids(teacher)
     pad = _pad_id(tokenizer, stops)
     prompts = [prompt_ids(tokenizer, request) for request in requests]
-    out: list[list[int]] = []
-    stopped = 0
     teacher.eval()
-    for b in range(0, len(prompts), batch_size):
-        batch = prompts[b:b + batch_size]
-        ids, mask = _left_padded(batch, pad)
+
+    def batch(b: int) -> list[list[int]]:
+        """Batch b's transcripts, each led by 1 when its answer stopped, else 0."""
+        rows = prompts[b * batch_size:(b + 1) * batch_size]
+        ids, mask = _left_padded(rows, pad)
         gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new,
                                do_sample=False, eos_token_id=sorted(stops), pad_token_id=pad)
-        for i, p in enumerate(batch):
+        out = []
+        for i, p in enumerate(rows):
             reply = gen[i, ids.shape[1]:].tolist()
             stop = _until_stop(reply, stops)
-            out.append(p + (reply[:stop + 1] if stop is not None else reply))
-            stopped += stop is not None
+            out.append([int(stop is not None)] + p + (reply[:stop + 1] if stop is not None else reply))
+        return out
+
+    out: list[list[int]] = []
+    stopped = 0
+    for _, rows in by_rank(world, -(-len(prompts) // batch_size), batch):
+        out += [r[1:] for r in rows]
+        stopped += sum(r[0] for r in rows)
         if on_progress is not None:
             on_progress(len(out), len(prompts))
     return out, stopped
@@ -132,44 +159,57 @@ def user_turn_prefix(tokenizer) -> str:
 @torch.no_grad()
 def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_tokens: int = SELF_REQUEST_TOKENS,
                   temperature: float = 1.0, top_p: float = 0.95, batch_size: int = ANSWER_BATCH, device: str = "cpu",
-                  on_progress: Callable[[int, int], None] | None = None, openers: Sequence[str] = ("",)) -> list[str]:
+                  on_progress: Callable[[int, int], None] | None = None, openers: Sequence[str] = ("",),
+                  world: World = ONE) -> list[str]:
     """`n` distinct user requests written by the teacher itself (Magpie): it is fed the template up to where a
     user message starts, then draw k's opener (`openers[k % len(openers)]`, "" for none), and samples, from
     a generator seeded with `seed`, until its end-of-turn token; the request is the opener and what follows.
     Samples that run past `max_tokens`, are blank, or repeat an earlier one are dropped and drawn again (at
-    most 4n draws in all). `on_progress(kept, n)` follows each batch of draws."""
+    most 4n draws in all, in batches of `batch_size`, batch b seeded with `seed` plus its last draw's number).
+    `on_progress(kept, n)` follows each batch of draws. Several ranks split the batches (module docstring)."""
     if not openers:
         raise ValueError("openers must hold at least one string ('' for a free draw)")
     stops = eos_ids(teacher)
     pad = _pad_id(tokenizer, stops)
     user = user_turn_prefix(tokenizer)
     prefixes = [tokenizer.encode(user + o, add_special_tokens=False) for o in openers]
-    out: list[str] = []
-    seen: set[str] = set()
     teacher.eval()
-    draws = 0
+    draws = 4 * n
     cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
-    while len(out) < n and draws < 4 * n:
-        rows = min(batch_size, 4 * n - draws)
-        first = draws
-        draws += rows
-        which = [(first + r) % len(openers) for r in range(rows)]
-        ids, mask = _left_padded([prefixes[w] for w in which], pad)
+
+    def opener(k: int) -> int:
+        return k % len(openers)
+
+    def batch(b: int) -> list[list[int]]:
+        """Batch b's samples up to their stop token, each led by 1, or 0 with no stop token in max_tokens."""
+        first = b * batch_size
+        rows = min(batch_size, draws - first)
+        ids, mask = _left_padded([prefixes[opener(first + r)] for r in range(rows)], pad)
         with torch.random.fork_rng(devices=cuda):  # generate() samples from the global generators: seed, restore
-            torch.manual_seed(seed + draws)
+            torch.manual_seed(seed + first + rows)
             gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_tokens,
                                    do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
                                    eos_token_id=sorted(stops), pad_token_id=pad)
-        for w, row in zip(which, gen[:, ids.shape[1]:].tolist()):
+        out = []
+        for row in gen[:, ids.shape[1]:].tolist():
             stop = _until_stop(row, stops)
-            if stop is None:
+            out.append([0] if stop is None else [1] + row[:stop])
+        return out
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for b, rows in by_rank(world, -(-draws // batch_size), batch):
+        for r, row in enumerate(rows):
+            if not row[0]:
                 continue
-            text = (openers[w] + tokenizer.decode(row[:stop], skip_special_tokens=True)).strip()
+            text = (openers[opener(b * batch_size + r)] + tokenizer.decode(row[1:], skip_special_tokens=True)).strip()
             if text and text not in seen and len(out) < n:
                 seen.add(text)
                 out.append(text)
         if on_progress is not None:
             on_progress(len(out), n)
+        if len(out) >= n:
+            break
     return out
 
 

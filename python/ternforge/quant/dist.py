@@ -7,7 +7,7 @@ torch.distributed. Every rank runs the same worker on the same config; rank 0 (`
 events (events.py), writes the interchange, the report and the distillation checkpoints.
 
 Collectives take tensors only (no pickled objects): broadcasts of tensors every rank already has the shape
-of, sums, and one gather of float64 figures (`gather_figures`).
+of, sums, a gather of float64 figures (`gather_figures`) and one of token-id rows (`gather_rows`).
 """
 from __future__ import annotations
 
@@ -69,6 +69,28 @@ class World:
         got = [torch.empty_like(mine) for _ in range(self.size)]
         torch.distributed.all_gather(got, mine)
         return [g.tolist() for g in got]
+
+    def gather_rows(self, rows: list[list[int]]) -> list[list[list[int]]]:
+        """Every rank's `rows` (lists of ints of any length, any count on each rank), by rank."""
+        if self.size == 1:
+            return [rows]
+        flat = torch.tensor([len(rows), *map(len, rows), *(t for r in rows for t in r)], dtype=torch.int64)
+        sizes = [torch.zeros(1, dtype=torch.int64, device=self.comm_device()) for _ in range(self.size)]
+        torch.distributed.all_gather(sizes, torch.tensor([flat.numel()], dtype=torch.int64, device=self.comm_device()))
+        width = max(int(s) for s in sizes)
+        mine = torch.zeros(width, dtype=torch.int64, device=self.comm_device())
+        mine[:flat.numel()] = flat.to(mine.device)
+        got = [torch.empty_like(mine) for _ in range(self.size)]
+        torch.distributed.all_gather(got, mine)
+        out = []
+        for g in got:
+            v = g.tolist()
+            at, theirs = 1 + v[0], []
+            for length in v[1:1 + v[0]]:
+                theirs.append(v[at:at + length])
+                at += length
+            out.append(theirs)
+        return out
 
     def comm_device(self) -> str:
         return f"cuda:{self.local_rank}" if self.backend == "nccl" else "cpu"

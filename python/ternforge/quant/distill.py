@@ -599,12 +599,14 @@ class KDData:
 
 
 def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Path, k: KDConfig, eos: int,
-                 device: str = "cpu", on_progress: Callable[[int, int, str], None] | None = None) -> KDData:
+                 device: str = "cpu", on_progress: Callable[[int, int, str], None] | None = None,
+                 world: World = ONE) -> KDData:
     """The distillation windows of k.seq_len tokens: k.sequences windows of calibration text (all when None)
     and windows over teacher-written chat transcripts (chatdata.py) of k.chat_max_new tokens at most per
     answer: k.chat_prompts requests about calibration snippets and k.chat_self_prompts requests the teacher
     writes itself (sampled with k.seed, each begun with one of k.chat_self_openers in turn).
-    `on_progress(done, total, what)` follows each batch of self-written requests and of answers."""
+    `on_progress(done, total, what)` follows each batch of self-written requests and of answers. Several
+    ranks split the teacher's batches and each ends with every transcript (chatdata.py)."""
     from ..calib.tokens import load_role, sequences
     from .chatdata import answer, load_tokenizer, self_requests, snippet_requests, windows
 
@@ -621,9 +623,9 @@ def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Pat
     requests = snippet_requests(docs, tok, k.chat_prompts) if k.chat_prompts else []
     written = self_requests(teacher, tok, k.chat_self_prompts, k.seed, device=device,
                             on_progress=report("kd: teacher-written requests"),
-                            openers=k.chat_self_openers) if k.chat_self_prompts else []
+                            openers=k.chat_self_openers, world=world) if k.chat_self_prompts else []
     transcripts, stopped = answer(teacher, tok, requests + written, k.chat_max_new, device=device,
-                                  on_progress=report("kd: teacher transcripts (answers)"))
+                                  on_progress=report("kd: teacher transcripts (answers)"), world=world)
     chat = windows(transcripts, k.seq_len)
     info.update({"chat_transcripts": len(transcripts), "chat_windows": int(chat.shape[0]),
                  "chat_tokens": sum(len(t) for t in transcripts), "chat_stopped": stopped})
@@ -634,7 +636,8 @@ def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Pat
 
 def onpolicy_sequences(student_model: nn.Module, student: dict[str, TernaryLinear], model_dir: str | Path,
                        requests: list[str], seqs: torch.Tensor, k: KDConfig, device: str = "cpu",
-                       on_progress: Callable[[int, int, str], None] | None = None) -> tuple[torch.Tensor, dict]:
+                       on_progress: Callable[[int, int, str], None] | None = None,
+                       world: World = ONE) -> tuple[torch.Tensor, dict]:
     """The windows of the on-policy phase: `seqs` (the windows so far) plus windows over the student's own
     greedy answers to the same chat requests (GKD's on-policy data, Agarwal et al. 2024). The teacher's
     logits over the student's text are the targets, so where the student loops on and the teacher would end
@@ -647,7 +650,8 @@ def onpolicy_sequences(student_model: nn.Module, student: dict[str, TernaryLinea
     with frozen_weights(student):
         transcripts, stopped = answer(student_model, tok, requests, k.chat_max_new, device=device,
                                       on_progress=None if on_progress is None else
-                                      (lambda done, total: on_progress(done, total, "kd: student transcripts (on-policy)")))
+                                      (lambda done, total: on_progress(done, total, "kd: student transcripts (on-policy)")),
+                                      world=world)
     mine = windows(transcripts, k.seq_len)
     info = {"transcripts": len(transcripts), "stopped": stopped, "windows": int(mine.shape[0]),
             "tokens": sum(len(t) for t in transcripts)}
@@ -682,8 +686,9 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     codes by source name, the report's figures and the tuned floats (fp32, by source name; empty when
     kd.norm_lr and kd.float_lr are 0). `on_step` gets each step's record plus `total` and `seconds_left`;
     `on_progress(done, total, what)` follows the teacher's transcripts and Block-AP's layers. With several
-    ranks (`world`) GPTQ and distillation split their batches; the teacher's data and Block-AP run whole on
-    every rank (rank 0's Block-AP result is broadcast; it alone keeps its layer checkpoints). `seconds` gets
+    ranks (`world`) GPTQ, distillation and the chat transcripts (the teacher's, the on-policy student's) split
+    their batches; Block-AP runs whole on every rank (its layers are sequential and its steps take one batch
+    each; rank 0's result is broadcast, and it alone keeps its layer checkpoints). `seconds` gets
     this rank's seconds per phase."""
     from ternforge_server.loader import model_name_for
 
@@ -698,7 +703,7 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     for p in teacher.parameters():
         p.requires_grad_(False)
     # The teacher writes the data first: GPTQ may fit on windows of its transcripts too (gptq.chat_windows).
-    data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress)
+    data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress, world)
     seqs = world.share(data.seqs)  # one data set for every rank, should generation differ between devices
     chat_windows = 0
     if cfg.gptq.chat_windows:
@@ -750,7 +755,7 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
         history = distill(teacher, prep.model, student, seqs, k, None if work is None else work / "phase-1",
                           progress, first=0, last=switch, tuned=tuned, world=world)
         seqs, data.info["onpolicy"] = onpolicy_sequences(prep.model, student, paths.model_dir, data.requests, seqs,
-                                                         k, cfg.device, on_progress)
+                                                         k, cfg.device, on_progress, world)
         onpolicy = data.info["onpolicy"]
         onpolicy["at_step"] = switch
         log(f"distill: at step {switch} the student stopped by itself in {onpolicy['stopped']} of "

@@ -79,10 +79,14 @@ export const stage = defineStage<EvalParams>({
       const serve = (dir: string, name: string): ServeOptions => ({ python: ctx.python, serverPath: join(submission, submissionNames().SERVER_DIR), dir, scratch: join(scratch, name), startupLimitMs: (p.startupLimitS ?? 300) * 1000, signal: ctx.signal });
 
       // the benchmarks' real splits where fetch-eval fetched them, else the project-written sets in their rows
-      const real = realData(readEvalData(ctx.upstream('fetch-eval')), ctx.upstream('fetch-eval'));
+      const index = readEvalData(ctx.upstream('fetch-eval'));
+      if (!index.ok) return stageFailed(ctx.stage, index.error);
+      const real = realData(index.value, ctx.upstream('fetch-eval'));
       const realBenchmarks = new Set(real.data.map((d) => d.benchmark));
       const own = sets.value.filter((s) => !realBenchmarks.has(s.set.benchmark));
-      const written = writeBenchmarkData(own, join(scratch, 'data'));
+      const rows = writeBenchmarkData(own, join(scratch, 'data'));
+      if (!rows.ok) return stageFailed(ctx.stage, rows.error);
+      const written = rows.value;
       const origin = new Map([...written.origin, ...real.sets.map((s) => [s.benchmark, s.name] as const)]);
       if (real.sets.length > 0) ctx.log(`real splits: ${real.sets.map((s) => `${s.name} (${s.path})`).join(', ')}`);
       const harness = (name: 'submission' | 'float', baseUrl: string) =>
@@ -101,6 +105,7 @@ export const stage = defineStage<EvalParams>({
           ...(p.limit !== undefined ? { limit: p.limit } : {}),
           sandbox,
           signal: ctx.signal,
+          log: (line: string) => ctx.log(`${name}: ${line}`),
         });
 
       const served = await serving(serve(submission, 'submission'), async (baseUrl) => {

@@ -5,7 +5,7 @@
  * grader's rule applied to lm-eval's per-sample scores. The eval stage on tiny (eval-stage.test.ts) runs the
  * same path against the served submission.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -15,6 +15,7 @@ import { readEvalData, realData, setSummary, writeBenchmarkData } from '../lib/e
 import { loadQuestionSets, type LoadedSet } from '../lib/eval/questions.ts';
 import { startRecorder } from '../lib/eval/recorder.ts';
 import type { EvalReport } from '../lib/eval/run.ts';
+import type { Result } from '../engine/result.ts';
 import { startCannedServer, type CannedServer } from './eval-canned-server.ts';
 
 const REPO = join(import.meta.dirname, '..');
@@ -22,6 +23,11 @@ const PYTHON = join(process.env.TERNFORGE_VENV || join(REPO, '.ternforge', 'venv
 const SETS = ['gpqa-style', 'math-500-style', 'mmlu-pro-style', 'livecodebench-style'].map((n) => `data/eval/${n}.json`);
 const tmp = mkdtempSync(join(tmpdir(), 'ternforge-harness-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function unwrap<T>(r: Result<T, unknown>): T {
+  if (!r.ok) throw new Error(JSON.stringify(r.error));
+  return r.value;
+}
 
 let sets: LoadedSet[];
 beforeAll(async () => {
@@ -32,7 +38,7 @@ beforeAll(async () => {
 
 describe('benchmark rows from project-written sets', () => {
   test("each set becomes its benchmark's dataset columns, with every item's id", () => {
-    const { data, origin } = writeBenchmarkData(sets, join(tmp, 'rows'));
+    const { data, origin } = unwrap(writeBenchmarkData(sets, join(tmp, 'rows')));
     expect(data.map((d) => [d.benchmark, Object.keys(d.files)])).toEqual([
       ['gpqa-diamond', ['train']],
       ['math-500', ['test']],
@@ -55,10 +61,11 @@ describe('benchmark rows from project-written sets', () => {
 
   test('two items of one benchmark with the same id, or an MMLU-Pro item with no category, are refused', () => {
     const twice = [sets[1]!, { ...sets[1]!, path: 'copy.json' }];
-    expect(() => writeBenchmarkData(twice, join(tmp, 'dup'))).toThrow(/copy.json: item a1 has the id of an item of project-math-500-style/);
+    expect(writeBenchmarkData(twice, join(tmp, 'dup'))).toEqual({ ok: false, error: { reason: 'eval-question-invalid', path: 'copy.json', id: 'a1', detail: expect.stringMatching(/^item a1 has the id of an item of project-math-500-style/) } });
+    expect(existsSync(join(tmp, 'dup')), 'nothing written').toBe(false);
     const mmlu = sets[2]!;
     const noCategory = { ...mmlu, set: { ...mmlu.set, questions: mmlu.set.questions.map((q) => ({ ...q, category: undefined })) } } as LoadedSet;
-    expect(() => writeBenchmarkData([noCategory], join(tmp, 'nocat'))).toThrow(/mmlu-pro item m1 of project-mmlu-pro-style has no category/);
+    expect(writeBenchmarkData([noCategory], join(tmp, 'nocat'))).toMatchObject({ ok: false, error: { reason: 'eval-question-invalid', id: 'm1', detail: expect.stringMatching(/^mmlu-pro item m1 of project-mmlu-pro-style has no category/) } });
   });
 });
 
@@ -72,7 +79,7 @@ describe("fetch-eval's real splits", () => {
     const dir = join(tmp, 'fetch-eval');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'eval-data.json'), JSON.stringify(index('evaluation')));
-    const { data, sets: named } = realData(readEvalData(dir), dir);
+    const { data, sets: named } = realData(unwrap(readEvalData(dir)), dir);
     expect(data).toEqual([{ benchmark: 'mmlu-pro', format: 'parquet', files: { test: [join(dir, 'mmlu-pro/data/test.parquet')], validation: [join(dir, 'mmlu-pro/data/validation.parquet')] } }]);
     expect(named[0]).toMatchObject({ name: 'mmlu-pro', path: `TIGER-Lab/MMLU-Pro@${'a'.repeat(40)}`, role: 'evaluation', source: { kind: 'benchmark', dataset: 'TIGER-Lab/MMLU-Pro', split: 'test,validation' } });
   });
@@ -80,7 +87,11 @@ describe("fetch-eval's real splits", () => {
     const dir = join(tmp, 'fetch-eval-bad');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'eval-data.json'), JSON.stringify(index('calibration')));
-    expect(() => readEvalData(dir)).toThrow(/role/);
+    const refused = readEvalData(dir);
+    expect(refused).toMatchObject({ ok: false, error: { reason: 'evidence-record-invalid', stage: 'fetch-eval', path: join(dir, 'eval-data.json') } });
+    expect(JSON.stringify(refused)).toMatch(/role/);
+    writeFileSync(join(dir, 'eval-data.json'), '{"version": 1, "sources": [');
+    expect(readEvalData(dir)).toMatchObject({ ok: false, error: { reason: 'evidence-record-invalid', errors: [expect.stringMatching(/JSON/)] } });
   });
 });
 
@@ -114,6 +125,8 @@ describe('lm-eval through the recorder, scored by the grader', () => {
   let server: CannedServer;
   let report: EvalReport;
   const out = join(tmp, 'kept');
+  const workerLog: string[] = [];
+  const progress: string[] = [];
   beforeAll(async () => {
     server = await startCannedServer([
       { match: 'sum of the first 20 positive integers', content: 'Adding pairs: 20 * 21 / 2. The answer is $\\boxed{210}$.' },
@@ -123,8 +136,8 @@ describe('lm-eval through the recorder, scored by the grader', () => {
       { match: 'price of a good rises', content: null, status: 500 },
       { match: 'sum of the even integers', content: '```python\nn = int(input())\nprint(sum(x for x in map(int, input().split()) if x % 2 == 0))\n```' },
     ]);
-    const { data, origin } = writeBenchmarkData(sets, join(tmp, 'data'));
-    const opts = { stage: 'eval', python: PYTHON, root: REPO, tmpDir: tmp, signal: new AbortController().signal, log: () => {} };
+    const { data, origin } = unwrap(writeBenchmarkData(sets, join(tmp, 'data')));
+    const opts = { stage: 'eval', python: PYTHON, root: REPO, tmpDir: tmp, signal: new AbortController().signal, log: (l: string) => workerLog.push(l) };
     const r = await runHarness({
       baseUrl: server.url,
       data,
@@ -137,6 +150,7 @@ describe('lm-eval through the recorder, scored by the grader', () => {
       maxTokens: 64,
       timeoutMs: 2000,
       model: 'canned',
+      log: (l) => progress.push(l),
     });
     if (!r.ok) throw new Error(JSON.stringify(r.error));
     report = r.value;
@@ -161,6 +175,12 @@ describe('lm-eval through the recorder, scored by the grader', () => {
       expect(kept.includes(tmp), f).toBe(false); // the scratch paths lm-eval wrote are named, not kept
     }
     expect(report.harness!.argv).toContain('<tmp>/scratch/work/tasks');
+  });
+
+  test("progress comes from the recorded requests, and lm-eval's progress bars stay out of the log", () => {
+    expect(progress.at(-1)).toBe('lm-eval: 24 requests answered (1 cut at max_tokens, 1 past the deadline, 1 failed)');
+    expect(workerLog.some((l) => l.includes('harness: '))).toBe(true); // the worker's log did reach us
+    expect(workerLog.filter((l) => /\d+%\|| \d+\/\d+ \[\d/.test(l))).toEqual([]);
   });
 
   test("lm-eval's scorers decide a reply that came back whole; the sandbox runs the code", () => {

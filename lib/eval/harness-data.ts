@@ -23,6 +23,8 @@ import type { ChoiceQuestion, CodeQuestion, MathQuestion } from '../../schemas/g
 import type { EvalData } from '../../schemas/generated/eval-data.ts';
 import type { SetSummary } from '../../schemas/generated/eval-report.ts';
 import { engineSchemaSet } from '../../engine/json-io.ts';
+import { err, ok, type Result } from '../../engine/result.ts';
+import type { EvalFailure, RecordsFailure } from '../failures.ts';
 import type { LoadedSet } from './questions.ts';
 import type { Benchmark } from './score.ts';
 
@@ -47,16 +49,18 @@ const ID_COLUMN: Readonly<Record<Benchmark, string>> = { 'gpqa-diamond': 'Record
 
 const letterIndex = (answer: string): number => answer.charCodeAt(0) - 65;
 
-function gpqaRow(q: ChoiceQuestion): Record<string, unknown> {
-  if (q.options.length !== 4) throw new Error(`gpqa-diamond item ${q.id}: ${q.options.length} options, GPQA has 4`);
+type Row = Result<Record<string, unknown>, string>;
+
+function gpqaRow(q: ChoiceQuestion): Row {
+  if (q.options.length !== 4) return err(`gpqa-diamond item ${q.id}: ${q.options.length} options, GPQA has 4`);
   const correct = letterIndex(q.answer);
   const incorrect = q.options.filter((_, i) => i !== correct);
-  return { Question: q.question, 'Correct Answer': q.options[correct], 'Incorrect Answer 1': incorrect[0], 'Incorrect Answer 2': incorrect[1], 'Incorrect Answer 3': incorrect[2], 'Record ID': q.id };
+  return ok({ Question: q.question, 'Correct Answer': q.options[correct], 'Incorrect Answer 1': incorrect[0], 'Incorrect Answer 2': incorrect[1], 'Incorrect Answer 3': incorrect[2], 'Record ID': q.id });
 }
 
-function mmluProRow(q: ChoiceQuestion, set: string): Record<string, unknown> {
-  if (q.category === undefined) throw new Error(`mmlu-pro item ${q.id} of ${set} has no category: lm-eval's mmlu_pro tasks are per category`);
-  return { question_id: q.id, question: q.question, options: q.options, answer: q.answer, answer_index: letterIndex(q.answer), cot_content: '', category: q.category, src: set };
+function mmluProRow(q: ChoiceQuestion, set: string): Row {
+  if (q.category === undefined) return err(`mmlu-pro item ${q.id} of ${set} has no category: lm-eval's mmlu_pro tasks are per category`);
+  return ok({ question_id: q.id, question: q.question, options: q.options, answer: q.answer, answer_index: letterIndex(q.answer), cot_content: '', category: q.category, src: set });
 }
 
 function mathRow(q: MathQuestion): Record<string, unknown> {
@@ -84,13 +88,13 @@ function codeRow(q: CodeQuestion): Record<string, unknown> {
   };
 }
 
-function rowOf(set: LoadedSet, q: LoadedSet['set']['questions'][number]): Record<string, unknown> {
+function rowOf(set: LoadedSet, q: LoadedSet['set']['questions'][number]): Row {
   const b = set.set.benchmark;
   if (b === 'gpqa-diamond' && q.kind === 'choice') return gpqaRow(q);
   if (b === 'mmlu-pro' && q.kind === 'choice') return mmluProRow(q, set.set.name);
-  if (b === 'math-500' && q.kind === 'math') return mathRow(q);
-  if (b === 'livecodebench' && q.kind === 'code') return codeRow(q);
-  throw new Error(`${set.path}: a ${q.kind} item in a ${b} set`);
+  if (b === 'math-500' && q.kind === 'math') return ok(mathRow(q));
+  if (b === 'livecodebench' && q.kind === 'code') return ok(codeRow(q));
+  return err(`a ${q.kind} item in a ${b} set`);
 }
 
 /** What `writeBenchmarkData` wrote: the worker's input, and which set each `<benchmark>/<id>` came from. */
@@ -100,29 +104,33 @@ export interface WrittenData {
 }
 
 /**
- * Write every set's items as their benchmark's rows under `dir` (one file per benchmark). Throws on two items
- * of one benchmark with the same id: samples are joined back to their items by it.
+ * Write every set's items as their benchmark's rows under `dir` (one file per benchmark). Refuses, before
+ * writing anything, two items of one benchmark with the same id (samples are joined back to their items by it)
+ * and an item its benchmark's rows cannot hold.
  */
-export function writeBenchmarkData(sets: readonly LoadedSet[], dir: string): WrittenData {
-  mkdirSync(dir, { recursive: true });
+export function writeBenchmarkData(sets: readonly LoadedSet[], dir: string): Result<WrittenData, EvalFailure> {
   const byBenchmark = new Map<Benchmark, Record<string, unknown>[]>();
   const origin = new Map<string, string>();
   for (const set of sets) {
     const rows = byBenchmark.get(set.set.benchmark) ?? [];
     for (const q of set.set.questions) {
       const key = `${set.set.benchmark}/${q.id}`;
-      if (origin.has(key)) throw new Error(`${set.path}: item ${q.id} has the id of an item of ${origin.get(key)}; the ${set.set.benchmark} sets' ids must differ`);
+      const refused = (detail: string) => err({ reason: 'eval-question-invalid' as const, path: set.path, id: q.id, detail });
+      if (origin.has(key)) return refused(`item ${q.id} has the id of an item of ${origin.get(key)}; the ${set.set.benchmark} sets' ids must differ`);
       origin.set(key, set.set.name);
-      rows.push(rowOf(set, q));
+      const row = rowOf(set, q);
+      if (!row.ok) return refused(row.error);
+      rows.push(row.value);
     }
     byBenchmark.set(set.set.benchmark, rows);
   }
+  mkdirSync(dir, { recursive: true });
   const data = [...byBenchmark].map(([benchmark, rows]) => {
     const file = join(dir, `${benchmark}.${EVAL_SPLIT[benchmark]}.jsonl`);
     writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
     return { benchmark, format: 'json' as const, files: { [EVAL_SPLIT[benchmark]]: [file] } };
   });
-  return { data, origin };
+  return ok({ data, origin });
 }
 
 /** A set as the eval report names it. */
@@ -138,10 +146,17 @@ export function questionIdOf(benchmark: Benchmark, doc: Record<string, unknown>)
 }
 
 /** fetch-eval's index (schemas/eval-data.schema.json) in `dir`: the real splits it fetched, or none. */
-export function readEvalData(dir: string): EvalData {
-  const value: unknown = JSON.parse(readFileSync(join(dir, 'eval-data.json'), 'utf8'));
-  engineSchemaSet().check('eval-data.schema.json', value, join(dir, 'eval-data.json'));
-  return value as EvalData;
+export function readEvalData(dir: string): Result<EvalData, RecordsFailure> {
+  const path = join(dir, 'eval-data.json');
+  const refused = (errors: string[]) => err({ reason: 'evidence-record-invalid' as const, stage: 'fetch-eval', path, errors });
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (e) {
+    return refused([(e as Error).message]);
+  }
+  const errors = engineSchemaSet().validate('eval-data.schema.json', value);
+  return errors.length > 0 ? refused(errors) : ok(value as EvalData);
 }
 
 /**

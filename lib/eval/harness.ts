@@ -59,6 +59,20 @@ export interface HarnessOptions {
   limit?: number;
   sandbox?: SandboxOptions & { concurrency?: number };
   signal?: AbortSignal;
+  /** Progress lines (`progressLine`) as lm-eval's requests end: at most one per PROGRESS_MS, and the last. */
+  log?: (line: string) => void;
+}
+
+/** How often the harness's progress line is written while lm-eval's requests run. */
+export const PROGRESS_MS = 30_000;
+
+/** A progress line over the requests ended so far: how many, and how many were cut, late or failed. */
+export function progressLine(records: readonly RecordedRequest[]): string {
+  const c = records.map((r) => r.completion);
+  const cut = c.filter((x) => x.finishReason === 'length' && !x.timedOut).length;
+  const late = c.filter((x) => x.timedOut).length;
+  const failed = c.filter((x) => x.error !== null && !x.timedOut).length;
+  return `lm-eval: ${records.length} requests answered (${cut} cut at max_tokens, ${late} past the deadline, ${failed} failed)`;
 }
 
 /** The parts of one line of lm-eval's samples file that are read here. */
@@ -142,7 +156,13 @@ async function outcomeOf(job: Job, origin: ReadonlyMap<string, string>, opts: Ha
 export async function runHarness(opts: HarnessOptions): Promise<Result<EvalReport, Failure | WorkerOutcomeFailure>> {
   const started = performance.now();
   const startedAt = new Date().toISOString();
-  const recorder = await startRecorder({ upstream: opts.baseUrl, timeoutMs: opts.timeoutMs, ...(opts.signal !== undefined ? { signal: opts.signal } : {}) });
+  let logged = performance.now();
+  const onRecord = (records: readonly RecordedRequest[]): void => {
+    if (opts.log === undefined || performance.now() - logged < PROGRESS_MS) return;
+    logged = performance.now();
+    opts.log(progressLine(records));
+  };
+  const recorder = await startRecorder({ upstream: opts.baseUrl, timeoutMs: opts.timeoutMs, onRecord, ...(opts.signal !== undefined ? { signal: opts.signal } : {}) });
   let ran: Result<HarnessResult, Failure | WorkerOutcomeFailure>;
   try {
     ran = await runWorkerCommand(opts.worker, 'harness', {
@@ -160,6 +180,7 @@ export async function runHarness(opts: HarnessOptions): Promise<Result<EvalRepor
   } finally {
     await recorder.close();
   }
+  opts.log?.(progressLine(recorder.records));
   if (!ran.ok) return ran;
   const h = ran.value;
 

@@ -70,8 +70,11 @@ function emptyReply(c: Completion, model: unknown): string {
   });
 }
 
-/** Listen on 127.0.0.1 (a free port) and forward to `upstream` (a server root), `timeoutMs` per request. */
-export async function startRecorder(opts: { upstream: string; timeoutMs: number; signal?: AbortSignal }): Promise<Recorder> {
+/**
+ * Listen on 127.0.0.1 (a free port) and forward to `upstream` (a server root), `timeoutMs` per request;
+ * `onRecord` sees the records after each request ends (lm-eval's own progress bars are off: harness.py).
+ */
+export async function startRecorder(opts: { upstream: string; timeoutMs: number; signal?: AbortSignal; onRecord?: (records: readonly RecordedRequest[]) => void }): Promise<Recorder> {
   const records: RecordedRequest[] = [];
   const target = `${opts.upstream.replace(/\/+$/, '')}/v1/chat/completions`;
   const server = createServer((req, res) => {
@@ -90,6 +93,7 @@ export async function startRecorder(opts: { upstream: string; timeoutMs: number;
       const seq = records.length;
       const { completion, reply } = await post(target, String(seq), body, opts.timeoutMs, opts.signal);
       records.push({ seq, messages: body.messages ?? [], maxTokens: typeof body.max_tokens === 'number' ? body.max_tokens : null, completion });
+      opts.onRecord?.(records);
       send(res, 200, reply ?? emptyReply(completion, body.model));
     })();
   });

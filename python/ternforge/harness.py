@@ -157,7 +157,10 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     plan = write_tasks(config["benchmarks"], work / "tasks")
     argv = lm_eval_argv(config, [p["task"] for p in plan], work / "tasks", out)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(work / "hf"), "HF_DATASETS_CACHE": str(work / "hf" / "datasets"), "TOKENIZERS_PARALLELISM": "false"}
+    # No progress bars (tqdm's and datasets' write one log line per update): the stage logs its own progress
+    # from the requests it records (lib/eval/harness.ts, progressLine).
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(work / "hf"), "HF_DATASETS_CACHE": str(work / "hf" / "datasets"), "TOKENIZERS_PARALLELISM": "false",
+           "TQDM_DISABLE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
     log("harness: " + " ".join(argv))
     # lm-eval's own stdout (its table) goes to our log: stdout is the events channel
     r = subprocess.run(argv, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False)

@@ -43,6 +43,12 @@ def quantize_config(fetch: Path, calib: Path, run: Path, method: str, **sections
     return c
 
 
+def torchrun(nproc: int) -> list[str]:
+    """The interpreter's arguments before a script or `-m`: torchrun with `nproc` ranks, or none for one."""
+    return [] if nproc == 1 else ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc),
+                                  "--max-restarts", "0", "--standalone"]
+
+
 def start(config: dict, run: Path, nproc: int, threads: str | None = "1") -> subprocess.Popen:
     """`python -m ternforge quantize`, under torchrun with `nproc` ranks when more than one (the stage's
     launcher, lib/torchrun.ts torchrunArgs), stdout and stderr into files under `run`; OMP_NUM_THREADS=`threads`
@@ -52,9 +58,7 @@ def start(config: dict, run: Path, nproc: int, threads: str | None = "1") -> sub
     if nproc > 1:
         config = {**config, "launch": {**config.get("launch", {}), "nproc_per_node": nproc}}
     (run / "config.json").write_text(json.dumps(config))
-    launcher = ([] if nproc == 1 else
-                ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0",
-                 "--standalone"])
+    launcher = torchrun(nproc)
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     env.update({"PYTHONPATH": str(REPO / "python")}, **({} if threads is None else {"OMP_NUM_THREADS": threads}))
     return subprocess.Popen([sys.executable, *launcher, "-m", "ternforge", "quantize", "--config", str(run / "config.json")],
@@ -190,9 +194,7 @@ def test_fsdp_resumes_one_process_checkpoint_sharded_and_ends_within_tolerance(
 def _chat(fetch: Path, run: Path, nproc: int) -> dict:
     """scaleout_chat.py's line, as one process or under torchrun (one thread per process, as above)."""
     run.mkdir(parents=True, exist_ok=True)
-    launcher = ([] if nproc == 1 else
-                ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", "0",
-                 "--standalone"])
+    launcher = torchrun(nproc)
     env = {**os.environ, "PYTHONPATH": str(REPO / "python"), "OMP_NUM_THREADS": "1"}
     p = subprocess.run([sys.executable, *launcher, str(Path(__file__).with_name("scaleout_chat.py")), str(fetch)],
                        cwd=run, env=env, capture_output=True, text=True, timeout=300)

@@ -94,7 +94,10 @@ def test_hub_sources_refuse_clearly_when_unlocked_or_offline(monkeypatch: pytest
                                  "files": ["data/x.jsonl"]})
     with pytest.raises(SourceUnavailable, match="has no lock entry"):
         next(iter(documents(decl)))
+    # huggingface_hub reads the variable once, at its import (an earlier test may have imported it): set both,
+    # or the download tries the network and this test waits on its retries.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     locked = {"request": {"name": "ot", "kind": "dataset", "repo": decl.dataset, "ref": "main", "files": ["data/x.jsonl"]},
               "commit": "0" * 40, "files": {"data/x.jsonl": {"size": 1, "sha256": "0" * 64}}}
     with pytest.raises(SourceError) as e:

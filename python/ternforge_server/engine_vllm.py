@@ -302,6 +302,28 @@ def vllm_share(budget_s: float, t_start: float) -> float:
     return max(MIN_VLLM_SHARE_S, budget_s - install - elapsed - BUILTIN_RESERVE_S)
 
 
+# vLLM's engine options for this project's models, as EngineArgs fields: the server's argv (vllm_command) and
+# the teacher's offline generation (ternforge.quant.vllm_teacher) both start vLLM with them.
+ENGINE_OPTIONS: dict[str, Any] = {
+    "language_model_only": True,  # no vision tower
+    "generation_config": "vllm",  # our requests name every sampling field
+    "gdn_prefill_backend": "triton",  # on SM 9.0 vLLM 0.19.1 otherwise JIT-builds FlashInfer's (module docstring)
+    # No torch.compile (49 s cold on a Gated DeltaNet model) and no CUDA graph capture (17 s): with them the
+    # start-up budget does not keep its 25% spare (README, "Serving stack and start-up budget"); eager decode of
+    # 4096 tokens is estimated there at about 100 s, inside the 300 s per request.
+    "enforce_eager": True,
+}
+
+
+def engine_flags(options: dict[str, Any]) -> list[str]:
+    """EngineArgs fields as vLLM's command-line flags (True: the bare flag)."""
+    flags: list[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        flags += [flag] if value is True else [flag, str(value)]
+    return flags
+
+
 def vllm_command(model_dir: Path, name: str, port: int, args: Any) -> list[str]:
     """vLLM's own argv. `args.max_model_len` is already the effective one (main applies
     effective_max_model_len before anything starts, so the controller and vLLM agree)."""
@@ -311,14 +333,9 @@ def vllm_command(model_dir: Path, name: str, port: int, args: Any) -> list[str]:
             "--dtype", "bfloat16", "--max-model-len", str(args.max_model_len),
             "--gpu-memory-utilization", str(args.gpu_memory_utilization),
             "--max-num-seqs", str(args.max_batch or 64),
-            "--language-model-only", "--generation-config", "vllm",
-            "--gdn-prefill-backend", "triton",
             # The most top logprobs the controller can ask for (the API's bounds, schemas/contract.json `api`).
             "--max-logprobs", str(max(MAX_COMPLETION_LOGPROBS, MAX_CHAT_TOP_LOGPROBS)),
-            # No torch.compile (49 s cold on a Gated DeltaNet model) and no CUDA graph capture (17 s): with them
-            # the start-up budget does not keep its 25% spare (README, "Serving stack and start-up budget");
-            # eager decode of 4096 tokens is estimated there at about 100 s, inside the 300 s per request.
-            "--enforce-eager"]
+            *engine_flags(ENGINE_OPTIONS)]
 
 
 def start_vllm(sub: Path, args: Any, children: Any, device: str, name: str, budget_s: float,

@@ -149,6 +149,10 @@ export interface QuantizeParams {
      */
     chat_max_new?: number;
     /**
+     * Who writes the teacher's chat transcripts (python/ternforge/quant/vllm_teacher.py): transformers' generate (default); vLLM's offline API at serving speed, or a clear error where vLLM does not import or several ranks run; auto: vLLM where it can run, else generate with the reason logged. The report's kd.data.chat_engine says which wrote them.
+     */
+    chat_engine?: 'transformers' | 'vllm' | 'auto';
+    /**
      * Block-wise reconstruction before the distillation (EfficientQAT's Block-AP): for each decoder layer in turn, this many AdamW steps train only that layer's codes and scales (rates `block_lr` and `block_scale_lr` along a half cosine) so its output on the student's own inputs matches the teacher layer's output (squared error relative to the teacher's, per position). 0 (default): none.
      */
     block_steps?: number;

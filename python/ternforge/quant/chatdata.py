@@ -77,12 +77,41 @@ def _left_padded(prompts: list[list[int]], pad: int) -> tuple[torch.Tensor, torc
     return ids, mask
 
 
-def _pad_id(tokenizer, stops: set[int]) -> int:
-    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(stops)
-
-
 def _until_stop(tokens: list[int], stops: set[int]) -> int | None:
     return next((k for k, t in enumerate(tokens) if t in stops), None)
+
+
+class TransformersGenerator:
+    """Generation with transformers' `generate` on a loaded model, in left-padded batches: the default path,
+    and the only one for the on-policy student (its weights are the ones being trained)."""
+
+    name = "transformers"
+    batch = ANSWER_BATCH
+
+    def __init__(self, model: torch.nn.Module, tokenizer, device: str = "cpu"):
+        self.model, self.device = model, device
+        self.stops = eos_ids(model)
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.stops)
+        self._cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
+
+    @torch.no_grad()
+    def greedy(self, prompts: list[list[int]], max_new: int) -> list[list[int]]:
+        """Each prompt's continuation, greedy, up to max_new tokens (tokens past a stop token are cut later)."""
+        return self._generate(prompts, max_new, do_sample=False)
+
+    @torch.no_grad()
+    def sample(self, prompts: list[list[int]], max_new: int, temperature: float, top_p: float, seed: int) -> list[list[int]]:
+        """Each prompt's continuation sampled from the global generators seeded with `seed` (then restored)."""
+        with torch.random.fork_rng(devices=self._cuda):
+            torch.manual_seed(seed)
+            return self._generate(prompts, max_new, do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+
+    def _generate(self, prompts: list[list[int]], max_new: int, **kw) -> list[list[int]]:
+        self.model.eval()
+        ids, mask = _left_padded(prompts, self.pad)
+        gen = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                  max_new_tokens=max_new, eos_token_id=sorted(self.stops), pad_token_id=self.pad, **kw)
+        return gen[:, ids.shape[1]:].tolist()
 
 
 def by_rank(world: World, batches: int, generate: Callable[[int], list[list[int]]]) -> Iterator[tuple[int, list[list[int]]]]:
@@ -104,28 +133,29 @@ def prompt_ids(tokenizer, request: str) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False)
 
 
-@torch.no_grad()
-def answer(teacher: torch.nn.Module, tokenizer, requests: list[str], max_new: int, batch_size: int = ANSWER_BATCH,
+def _generator(teacher, tokenizer, device: str):
+    """A generator (TransformersGenerator, vllm_teacher.VllmGenerator) as given, or a model wrapped in one."""
+    return teacher if hasattr(teacher, "greedy") else TransformersGenerator(teacher, tokenizer, device)
+
+
+def answer(teacher, tokenizer, requests: list[str], max_new: int, batch_size: int | None = None,
            device: str = "cpu", on_progress: Callable[[int, int], None] | None = None,
            world: World = ONE) -> tuple[list[list[int]], int]:
     """Token ids of one chat transcript per request: the templated prompt, then the teacher's greedy answer
     (ending with its end-of-turn token unless it ran out of `max_new`); and how many answers stopped.
-    `on_progress(done, total)` follows each batch of answers. Several ranks split the batches (module docstring)."""
-    stops = eos_ids(teacher)
-    pad = _pad_id(tokenizer, stops)
+    `teacher`: a model (answered with transformers' generate) or a generator; `batch_size`: requests at once
+    (the generator's own by default). `on_progress(done, total)` follows each batch of answers. Several ranks
+    split the batches (module docstring)."""
+    gen = _generator(teacher, tokenizer, device)
+    batch_size = batch_size or gen.batch
     prompts = [prompt_ids(tokenizer, request) for request in requests]
-    teacher.eval()
 
     def batch(b: int) -> list[list[int]]:
         """Batch b's transcripts, each led by 1 when its answer stopped, else 0."""
         rows = prompts[b * batch_size:(b + 1) * batch_size]
-        ids, mask = _left_padded(rows, pad)
-        gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new,
-                               do_sample=False, eos_token_id=sorted(stops), pad_token_id=pad)
         out = []
-        for i, p in enumerate(rows):
-            reply = gen[i, ids.shape[1]:].tolist()
-            stop = _until_stop(reply, stops)
+        for p, reply in zip(rows, gen.greedy(rows, max_new)):
+            stop = _until_stop(reply, gen.stops)
             out.append([int(stop is not None)] + p + (reply[:stop + 1] if stop is not None else reply))
         return out
 
@@ -156,8 +186,7 @@ def user_turn_prefix(tokenizer) -> str:
     return text[:text.index(USER_MARK)]
 
 
-@torch.no_grad()
-def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_tokens: int = SELF_REQUEST_TOKENS,
+def self_requests(teacher, tokenizer, n: int, seed: int, max_tokens: int = SELF_REQUEST_TOKENS,
                   temperature: float = 1.0, top_p: float = 0.95, batch_size: int = ANSWER_BATCH, device: str = "cpu",
                   on_progress: Callable[[int, int], None] | None = None, openers: Sequence[str] = ("",),
                   world: World = ONE) -> list[str]:
@@ -166,16 +195,14 @@ def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_to
     a generator seeded with `seed`, until its end-of-turn token; the request is the opener and what follows.
     Samples that run past `max_tokens`, are blank, or repeat an earlier one are dropped and drawn again (at
     most 4n draws in all, in batches of `batch_size`, batch b seeded with `seed` plus its last draw's number).
-    `on_progress(kept, n)` follows each batch of draws. Several ranks split the batches (module docstring)."""
+    `teacher`: a model or a generator, as for `answer`. `on_progress(kept, n)` follows each batch of draws.
+    Several ranks split the batches (module docstring)."""
     if not openers:
         raise ValueError("openers must hold at least one string ('' for a free draw)")
-    stops = eos_ids(teacher)
-    pad = _pad_id(tokenizer, stops)
+    gen = _generator(teacher, tokenizer, device)
     user = user_turn_prefix(tokenizer)
     prefixes = [tokenizer.encode(user + o, add_special_tokens=False) for o in openers]
-    teacher.eval()
     draws = 4 * n
-    cuda = [torch.device(device).index or 0] if torch.device(device).type == "cuda" else []
 
     def opener(k: int) -> int:
         return k % len(openers)
@@ -184,15 +211,10 @@ def self_requests(teacher: torch.nn.Module, tokenizer, n: int, seed: int, max_to
         """Batch b's samples up to their stop token, each led by 1, or 0 with no stop token in max_tokens."""
         first = b * batch_size
         rows = min(batch_size, draws - first)
-        ids, mask = _left_padded([prefixes[opener(first + r)] for r in range(rows)], pad)
-        with torch.random.fork_rng(devices=cuda):  # generate() samples from the global generators: seed, restore
-            torch.manual_seed(seed + first + rows)
-            gen = teacher.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_tokens,
-                                   do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
-                                   eos_token_id=sorted(stops), pad_token_id=pad)
         out = []
-        for row in gen[:, ids.shape[1]:].tolist():
-            stop = _until_stop(row, stops)
+        for row in gen.sample([prefixes[opener(first + r)] for r in range(rows)], max_tokens, temperature, top_p,
+                              seed + first + rows):
+            stop = _until_stop(row, gen.stops)
             out.append([0] if stop is None else [1] + row[:stop])
         return out
 

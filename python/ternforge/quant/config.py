@@ -19,6 +19,7 @@ SEARCHES = ("exact", "grid")
 SCHEDULES = ("constant", "cosine")
 DTYPES = ("float32", "bfloat16", "float16")
 LATENT_DTYPE_NAMES = ("float32", "bfloat16")
+CHAT_ENGINES = ("transformers", "vllm", "auto")  # kd.chat_engine (vllm_teacher.py)
 BACKEND_NAMES = ("gloo", "nccl")  # torch.distributed backends (dist.join)
 SHARD_NAMES = ("replicate", "fsdp")  # the distillation's trained state: whole on every rank, or split by rows
 DISTRIBUTED_METHODS = ("gptq", "gptq+kd")  # the methods that split their work over a launch's ranks
@@ -107,6 +108,7 @@ class KDConfig:
     chat_self_prompts: int = 0
     chat_self_openers: tuple[str, ...] = ("",)  # first words of the self-written requests, in turn ("": free)
     chat_max_new: int = 128
+    chat_engine: str = "transformers"  # who writes the teacher's transcripts (vllm_teacher.py): transformers, vllm, auto
     block_steps: int = 0  # Block-AP before distilling (blockap.py): steps per decoder layer; 0: none
     block_sequences: int = 256  # windows of the distillation data Block-AP trains on
     block_batch: int = 8  # windows per Block-AP step
@@ -228,7 +230,7 @@ SECTIONS = {"calibration": CalibrationConfig, "allocation": AllocationConfig, "g
             "twn": TWNSection, "kd": KDConfig, "launch": LaunchConfig}
 ENUMS = {("", "method"): METHOD_NAMES, ("", "dtype"): DTYPES, ("gptq", "scale_search"): SEARCHES,
          ("twn", "search"): SEARCHES, ("kd", "schedule"): SCHEDULES, ("kd", "latent_dtype"): LATENT_DTYPE_NAMES,
-         ("launch", "backend"): BACKEND_NAMES, ("launch", "shard"): SHARD_NAMES}
+         ("launch", "backend"): BACKEND_NAMES, ("launch", "shard"): SHARD_NAMES, ("kd", "chat_engine"): CHAT_ENGINES}
 MINIMUM = {("", "group_size"): 4, ("", "max_file_bytes"): 1024, ("", "seed"): 0, ("kd", "checkpoint_every"): 1,
            ("kd", "batch_size"): 1,
            ("kd", "chat_max_new"): 1, ("kd", "stop_weight"): 0, ("kd", "hidden_cos"): 0, ("kd", "block_sequences"): 1,

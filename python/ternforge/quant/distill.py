@@ -604,7 +604,8 @@ def kd_sequences(teacher: nn.Module, model_dir: str | Path, calib_dir: str | Pat
     """The distillation windows of k.seq_len tokens: k.sequences windows of calibration text (all when None)
     and windows over teacher-written chat transcripts (chatdata.py) of k.chat_max_new tokens at most per
     answer: k.chat_prompts requests about calibration snippets and k.chat_self_prompts requests the teacher
-    writes itself (sampled with k.seed, each begun with one of k.chat_self_openers in turn).
+    writes itself (sampled with k.seed, each begun with one of k.chat_self_openers in turn). `teacher`: the
+    float model, or a generator of its text (vllm_teacher.VllmGenerator).
     `on_progress(done, total, what)` follows each batch of self-written requests and of answers. Several
     ranks split the teacher's batches and each ends with every transcript (chatdata.py)."""
     from ..calib.tokens import load_role, sequences
@@ -692,6 +693,7 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
     this rank's seconds per phase."""
     from ternforge_server.loader import model_name_for
 
+    from . import vllm_teacher
     from .blockap import block_reconstruct
     from .calibration import chat_calibration, eos_of
     from .gptq import run_gptq
@@ -699,11 +701,28 @@ def run_gptq_kd(prep, cfg: QuantizeConfig, paths: Paths,
 
     k = cfg.kd
     check_config(k)
+    # The teacher writes the data first: GPTQ may fit on windows of its transcripts too (gptq.chat_windows).
+    # Through vLLM, before the float teacher is loaded for distillation (vllm_teacher.py), where it runs.
+    chat = k.chat_prompts + k.chat_self_prompts > 0
+    engine, why = vllm_teacher.choose(k.chat_engine, world) if chat else ("transformers", "no chat requests")
+    data = None
+    if engine == "vllm":
+        gen = vllm_teacher.VllmGenerator(paths.model_dir, vllm_teacher.stop_ids(paths.model_dir),
+                                         max_model_len=vllm_teacher.context_for(paths.model_dir, k), dtype=cfg.dtype,
+                                         device=cfg.device, seed=k.seed)
+        try:
+            data = kd_sequences(gen, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress,
+                                world)
+        finally:
+            gen.close()
     teacher = load_float_model(paths.model_dir, DTYPES[cfg.dtype], cfg.device)
     for p in teacher.parameters():
         p.requires_grad_(False)
-    # The teacher writes the data first: GPTQ may fit on windows of its transcripts too (gptq.chat_windows).
-    data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress, world)
+    if data is None:
+        data = kd_sequences(teacher, paths.model_dir, paths.calib_dir, k, eos_of(prep.model), cfg.device, on_progress,
+                            world)
+    if chat:
+        data.info["chat_engine"] = {"engine": engine, "reason": why}
     seqs = world.share(data.seqs)  # one data set for every rank, should generation differ between devices
     chat_windows = 0
     if cfg.gptq.chat_windows:

@@ -29,6 +29,7 @@ from .config import METHOD_NAMES, ConfigError, Paths, QuantizeConfig, parse
 from .floatplan import Allocation, Encoding, FloatBudgetError
 from .interchange import DTYPE_NAMES, PlannedTensor, write_interchange
 from .methods import METHODS, Job, Outcome
+from .vllm_teacher import ChatEngineUnavailable
 
 REPORT_NAME = "quantize_report.json"
 
@@ -225,7 +226,10 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
             cfg = dataclasses.replace(cfg, device=dist.rank_device(world, cfg.device))
             log(f"quantize: {paths.model_dir} -> {paths.out_dir} method={cfg.method} g={cfg.group_size}"
                 + ("" if world.size == 1 else f" rank {world.rank} of {world.size} ({world.backend}) on {cfg.device}"))
-            report, distributed = quantize(cfg, paths, world)
+            try:
+                report, distributed = quantize(cfg, paths, world)
+            except ChatEngineUnavailable as e:
+                raise QuantizeError("chat-engine-unavailable", str(e), chat_engine=cfg.kd.chat_engine) from e
         finally:
             dist.leave(world)
     except QuantizeError as e:

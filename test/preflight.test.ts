@@ -212,6 +212,8 @@ function fourB(latent: 'float32' | 'bfloat16', gpuBytes: number): DecideInput {
     torch: { version: '2.10.0+cu128', cuda_build: '12.8', cuda_available: true, devices: [{ name: 'NVIDIA H100 80GB HBM3', total_bytes: gpuBytes, capability: '9.0' }], driver: '570.86.15' },
     kernels: { distributions: { 'flash-linear-attention': '0.6.0' }, selected: { chunk_gated_delta_rule: 'fla.ops.gated_delta_rule.chunk' }, fast_path: true, run: { tokens: 2048, heads: 32, seconds: 0.01 }, run_error: null },
     toolchain: { ok: true, cc: '/usr/bin/gcc', python_include: '/usr/include/python3.12', seconds: 0.1, error: null },
+    // the profile's kd.chat_engine auto where the CUDA workers' lock has vLLM (python/requirements-cuda.txt)
+    chat_engine: { asked: 'auto', engine: 'vllm', reason: 'kd.chat_engine is auto and vLLM imports', error: null, vllm: '0.19.1' },
     hub: [],
     model: { layers: { linear_attention: 24, full_attention: 8 }, layer_count: 32, eligible_per_layer: { linear_attention: 112_721_920, full_attention: 107_479_040 }, embedding_params: 635_699_200, total_params: 4_205_751_296, hidden: 2560, vocab: 248_320, period: 4 },
     model_error: null,
@@ -269,6 +271,24 @@ describe('decide() on the 4B shape', () => {
     // the step at the model's 32 layers, fitted through 4 and 8 layers: 0.32 s
     expect(e.seconds).toBeCloseTo(2 * Math.ceil(12_905 / 16) * 4096 * 0.32, 3);
     expect(e.basis).toMatch(/^2 models x 12905 requests \(real splits: gpqa-diamond, livecodebench, math-500, mmlu-pro\), 16 at a time/);
+  });
+
+  test('the chat transcripts: vLLM where it imports; auto falling back is a warning with the reason; vllm that cannot run is no-go', () => {
+    const chat = (d: ReturnType<typeof decide>) => [d.checks.find((c) => c.check === 'chat transcripts'), d.phases.find((p) => p.phase === 'teacher transcripts')?.basis];
+    const [ok, basis] = chat(decide(fourB('bfloat16', 80e9)));
+    expect(ok).toMatchObject({ status: 'go', measured: 'vLLM 0.19.1 (offline LLM)', needed: 'kd.chat_engine auto' });
+    expect(basis).toMatch(/^1024 answers of up to 1024 tokens at batch 1: \d+ decode steps by vLLM, projected at generate's step as measured \(vLLM is not timed here/);
+    const fallback = fourB('bfloat16', 80e9);
+    fallback.facts.chat_engine = { asked: 'auto', engine: 'transformers', reason: "vLLM does not import in the workers' environment (No module named 'vllm')", error: null, vllm: null };
+    const [warn, generate] = chat(decide(fallback));
+    expect(warn).toMatchObject({ status: 'warn', measured: "transformers' generate", detail: "not vLLM: vLLM does not import in the workers' environment (No module named 'vllm')" });
+    expect(generate).toMatch(/decode steps by generate, each step as measured at a short context: a lower bound$/);
+    expect(decide(fallback).verdict).toBe('go');
+    const refused = fourB('bfloat16', 80e9);
+    refused.facts.chat_engine = { asked: 'vllm', engine: null, reason: null, error: 'kd.chat_engine is vllm, but 8 ranks: each vLLM would start its own process group beside torchrun\'s', vllm: '0.19.1' };
+    const d = decide(refused);
+    expect(d.verdict).toBe('no-go');
+    expect(chat(d)[0]).toMatchObject({ status: 'no-go', detail: "kd.chat_engine is vllm, but 8 ranks: each vLLM would start its own process group beside torchrun's; set quantize.kd.chat_engine=auto to fall back to generate" });
   });
 
   test('distillation is projected as steps x micro-batches x the fitted step time', () => {

@@ -1,7 +1,7 @@
 /**
  * The workers' environments, one per device kind: python/requirements.txt (CPU) and
  * python/requirements-cuda.txt, locked with hashes in python/requirements-cuda.lock.txt (scripts/lock-workers.ts).
- * The CUDA set is the CPU set with torch swapped and the Gated DeltaNet kernels added; its lock resolves for
+ * The CUDA set is the CPU set with torch and numpy swapped and the Gated DeltaNet kernels and vLLM added; its lock resolves for
  * the serving box's CPython 3.12 manylinux_2_31 x86_64 (resolution only, online) and carries CUDA 12.
  */
 import { readFileSync } from 'node:fs';
@@ -34,11 +34,14 @@ const locked = (name: string): string | undefined => lock.find((p) => p.name ===
 /** The lock is universal: a distribution may be pinned twice, at versions split by a marker (networkx by Python). */
 const lockedVersions = (name: string): string[] => lock.filter((p) => p.name === name).map((p) => p.version);
 
-test('the CUDA set is the CPU set with torch 2.10.0 and the linear-attention kernels added', () => {
+test('the CUDA set is the CPU set with the serving CUDA set\'s torch and numpy, the linear-attention kernels and vLLM added', () => {
   const differs = [...cpu].filter(([n, v]) => cuda.get(n) !== v).map(([n]) => n);
-  expect(differs).toEqual(['torch']);
+  expect(differs).toEqual(['torch', 'numpy']);
+  // vLLM writes the teacher's transcripts (kd.chat_engine auto): the same vllm, torch and numpy as the server's
+  const serving = pinsOf('python/requirements-serve-cuda.txt');
+  for (const n of ['vllm', 'torch', 'numpy']) expect(`${n}==${cuda.get(n)}`).toBe(`${n}==${serving.get(n)}`);
   expect(cuda.get('torch')).toBe('2.10.0');
-  expect([...cuda.keys()].filter((n) => !cpu.has(n)).sort()).toEqual(['einops', 'fla-core', 'flash-linear-attention']);
+  expect([...cuda.keys()].filter((n) => !cpu.has(n)).sort()).toEqual(['einops', 'fla-core', 'flash-linear-attention', 'vllm']);
   expect(cuda.has('causal-conv1d')).toBe(false); // a source distribution: see the file's comment
 });
 
@@ -82,6 +85,7 @@ describe('the CUDA workers set for the serving box (resolution only)', () => {
     expect(pins.filter((p) => !lockedVersions(p.name).includes(p.version)).map((p) => `${p.name}==${p.version} (lock: ${lockedVersions(p.name).join(', ') || 'absent'})`)).toEqual([]);
     expect(cudaOf(pins)?.major).toBe(12);
     expect(pins.find((p) => p.name === 'flash-linear-attention')?.version).toBe('0.6.0');
+    expect([pins.find((p) => p.name === 'vllm')?.version, pins.find((p) => p.name === 'numba')?.version]).toEqual(['0.19.1', '0.61.2']);
     expect(pins.length).toBeGreaterThan(60);
   });
 });

@@ -36,7 +36,7 @@ class KernelsMissing(RuntimeError):
     """A CUDA run would take transformers' PyTorch delta rule."""
 
 
-def _version(dist: str) -> str | None:
+def version_of(dist: str) -> str | None:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -68,7 +68,7 @@ def fast_path(sel: dict[str, str]) -> bool:
 def probe() -> dict[str, Any]:
     """The record: installed distributions, what transformers selected, and whether that is the fast path."""
     sel = selected()
-    return {"distributions": {d: _version(d) for d in DISTRIBUTIONS}, "selected": sel, "fast_path": fast_path(sel)}
+    return {"distributions": {d: version_of(d) for d in DISTRIBUTIONS}, "selected": sel, "fast_path": fast_path(sel)}
 
 
 def check_fast_path(device: str, record: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -6,6 +6,8 @@ table and the projected times, with the thresholds in one place). The facts:
   and the driver version (`nvidia-smi`, where it exists);
 - `kernels`: what transformers selects for the Gated DeltaNet layers (kernels.py) and, on CUDA with the fast
   path, one forward and backward of fla's chunked delta rule at the model's real width, timed;
+- `chat_engine`: the engine that would write the teacher's chat transcripts (kd.chat_engine: vLLM or
+  transformers' generate) and why, or why the "vllm" asked for cannot run;
 - `hub`: for every pinned source, whether it can be read (listing, gated, token, a HEAD of one file), with
   nothing downloaded (sources/hub_lock.check_access);
 - `model`: the full model's shape from its config.json (built on the meta device: no memory): layers by kind,
@@ -77,6 +79,21 @@ def toolchain_facts() -> dict[str, Any]:
         return {"ok": True, **check_toolchain(dict(os.environ)), "error": None}
     except ToolchainMissing as e:
         return {"ok": False, "cc": None, "python_include": None, "seconds": None, "error": str(e)}
+
+
+def chat_engine_facts(q: QuantizeConfig) -> dict[str, Any]:
+    """Which engine would write the teacher's chat transcripts (quant/vllm_teacher.choose, at the launch's
+    ranks), or why kd.chat_engine "vllm" cannot run here: found now rather than after the calibration pass."""
+    from .quant.dist import World
+    from .quant.vllm_teacher import ChatEngineUnavailable, choose
+
+    asked = q.kd.chat_engine
+    try:
+        engine, reason = choose(asked, World(rank=0, size=q.launch.world_size))
+        error = None
+    except ChatEngineUnavailable as e:
+        engine, reason, error = None, None, str(e)
+    return {"asked": asked, "engine": engine, "reason": reason, "error": error, "vllm": kernels.version_of("vllm")}
 
 
 # ------------------------------------------------------------------ the model's shape
@@ -357,6 +374,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     kern = kernels.probe()
     facts["kernels"] = {**kern, "run": None, "run_error": None}
     facts["toolchain"] = toolchain_facts()
+    facts["chat_engine"] = chat_engine_facts(q)
 
     hub = []
     if config.get("hub"):

@@ -13,7 +13,8 @@ from ternforge.quant import config as qc
 from ternforge.quant.chatdata import TransformersGenerator, load_tokenizer
 from ternforge.quant.dist import ONE, World
 from ternforge.quant.model import load_float_model
-from ternforge.quant.vllm_teacher import PROMPT_ROOM, ChatEngineUnavailable, choose, context_for, stop_ids
+from ternforge.quant.vllm_teacher import (CPU_KV_CACHE_GIB, PROMPT_ROOM, ChatEngineUnavailable, choose, context_for,
+                                          engine_environment, stop_ids)
 
 no_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 
@@ -37,6 +38,35 @@ def test_several_ranks_keep_generate() -> None:
     assert engine == "transformers" and why.startswith("2 ranks: each vLLM would start its own process group")
     with pytest.raises(ChatEngineUnavailable, match="2 ranks"):
         choose("vllm", World(rank=1, size=2, backend="gloo"))
+
+
+def test_vllm_starts_with_usage_reports_off_and_on_the_cpu_with_a_kv_cache_unless_one_is_set() -> None:
+    from ternforge_server.engine_vllm import TELEMETRY_OFF
+
+    assert engine_environment({}, "cuda") == TELEMETRY_OFF
+    assert TELEMETRY_OFF["VLLM_NO_USAGE_STATS"] == "1" and TELEMETRY_OFF["DO_NOT_TRACK"] == "1"
+    assert engine_environment({}, "cpu") == {**TELEMETRY_OFF, "VLLM_CPU_KVCACHE_SPACE": str(CPU_KV_CACHE_GIB)}
+    assert "VLLM_CPU_KVCACHE_SPACE" not in engine_environment({"VLLM_CPU_KVCACHE_SPACE": "9"}, "cpu")
+
+
+@no_vllm
+def test_the_preflight_finds_the_engine_before_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The preflight's chat_engine fact is choose() at the launch's ranks: the fallback's reason, or the refusal."""
+    from ternforge import preflight
+
+    def q(engine: str, nproc: int = 1) -> qc.QuantizeConfig:
+        return qc.parse({"method": "gptq+kd", "group_size": 32, "model_dir": "", "out_dir": "",
+                         "kd": {"chat_engine": engine}, "launch": {"nproc_per_node": nproc}})[0]
+
+    auto = preflight.chat_engine_facts(q("auto"))
+    assert auto["engine"] == "transformers" and auto["error"] is None and auto["vllm"] is None
+    assert auto["reason"].startswith("vLLM does not import")
+    refused = preflight.chat_engine_facts(q("vllm"))
+    assert refused["engine"] is None and refused["error"].startswith("kd.chat_engine is vllm, but vLLM does not import")
+    ranks = preflight.chat_engine_facts(q("auto", 2))
+    assert ranks["engine"] == "transformers" and ranks["reason"].startswith("2 ranks")
+    assert preflight.chat_engine_facts(q("transformers")) == {"asked": "transformers", "engine": "transformers",
+                                                               "reason": "kd.chat_engine is transformers", "error": None, "vllm": None}
 
 
 def test_an_unknown_engine_is_refused_by_name() -> None:

@@ -54,6 +54,25 @@ export interface PreflightFacts {
     seconds: number | null;
     error: string | null;
   };
+  /**
+   * The engine that would write the teacher's chat transcripts (python/ternforge/quant/vllm_teacher.py choose, at the launch's ranks).
+   */
+  chat_engine: {
+    /**
+     * kd.chat_engine (the profile schema's enum)
+     */
+    asked: string;
+    /**
+     * null: kd.chat_engine vllm cannot run here (error says why)
+     */
+    engine: string | null;
+    reason: string | null;
+    error: string | null;
+    /**
+     * vLLM's installed version
+     */
+    vllm: string | null;
+  };
   hub: HubAccess[];
   /**
    * The full model's shape; null when its config.json could not be read (model_error says why).

@@ -80,6 +80,18 @@ def choose(engine: str, world: World) -> tuple[str, str]:
     return "transformers", reason
 
 
+def engine_environment(base: dict[str, str], device: str) -> dict[str, str]:
+    """The variables vLLM's engine (and the engine-core process it starts) reads here: usage reports off, as the
+    server has them (engine_vllm.TELEMETRY_OFF; the build box is online, and nothing here phones home), and on
+    the CPU its KV cache size unless one is set."""
+    from ternforge_server.engine_vllm import TELEMETRY_OFF
+
+    env = {**TELEMETRY_OFF}
+    if device == "cpu" and "VLLM_CPU_KVCACHE_SPACE" not in base:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(CPU_KV_CACHE_GIB)
+    return env
+
+
 class VllmGenerator:
     """The teacher in vLLM (offline `LLM`), for chatdata.answer and self_requests."""
 
@@ -94,8 +106,7 @@ class VllmGenerator:
 
         from ternforge_server.engine_vllm import ENGINE_OPTIONS
 
-        if device == "cpu":
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GIB))
+        os.environ.update(engine_environment(dict(os.environ), device))
         self.stops = stops
         options: dict[str, Any] = {**ENGINE_OPTIONS, "dtype": dtype, "max_model_len": max_model_len, "seed": seed}
         if device != "cpu":

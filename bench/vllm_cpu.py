@@ -153,11 +153,11 @@ def against_fp32(sub: Path, runs: dict, max_tokens: int) -> dict:
     float32): where a reply parts from the reference, the reference's top-2 logit gap there (small: a near-tie
     that the engines' bf16 kernels round either way)."""
     sys.path.insert(0, str(ROOT / "python"))
+    from ternforge.quant.vllm_teacher import stop_ids
     from ternforge_server.loader import load_model
 
     model, tok, _ = load_model(sub, device="cpu", dtype="float32")
-    eos = model.generation_config.eos_token_id
-    stops = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    stops = stop_ids(sub)
     rows, refs = [], {}
     for i, prompt in enumerate(PROMPTS):
         # the built-in engine encodes a completion prompt without special tokens (app.py); SmolLM2 adds none either way

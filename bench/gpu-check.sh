@@ -7,9 +7,9 @@
 #   bench/gpu-check.sh --tiny      # the same code path on this CPU in about a minute (the dry run; CI runs it)
 #
 # The GPU run installs bench/gpu-wheels/ (carried beside the tree: flash-linear-attention, fla-core, einops,
-# transformers 5.24 and the few wheels it needs newer than the image's; about 16 MB) into a venv over the image's
-# own torch, then runs the preflight worker (python/ternforge/preflight.py) with the qwen3.5-4b profile's quantize
-# section on a random model of the real config (no checkpoint, no hub), and bench/gpu-builtin.py (16 requests,
+# transformers 5.24 and the few wheels it needs newer than the image's; about 24 MB) over the image's own python3
+# and torch (pip --target, first on PYTHONPATH), then runs the preflight worker (python/ternforge/preflight.py)
+# with the qwen3.5-4b profile's quantize section on a random model of the real config (no checkpoint, no hub), and bench/gpu-builtin.py (16 requests,
 # GPU_CHECK_TOKENS new tokens each, default 1024: a measured shorter decode, labelled as such; the 4096-token
 # burst is extrapolated from its step times by the preflight's report). One JSON result: $OUT/gpu-check.json
 # on the device tool, else bench/results/gpu-check[-tiny].json. Render its table here with
@@ -46,26 +46,63 @@ fi
 started=$(date +%s)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The interpreter: the image's own python3 on the GPU (it holds torch), the workers' venv here; GPU_CHECK_PYTHON
+# names another (bench/device-image.sh passes a copy of the image's set built on this CPU).
 if [[ $mode == tiny ]]; then
-  # the CPU set: never flash-linear-attention here (transformers would send CPU tensors to its Triton kernels)
   python="${TERNFORGE_VENV:-$root/.ternforge/venv}/bin/python"
   [[ -x $python ]] || python=python3
   device=cpu profile=tiny shape=tiny
   result="${OUT:-$root/bench/results}/gpu-check-tiny.json"
 else
-  python3 -m venv --system-site-packages "$work/venv"
-  python="$work/venv/bin/python"
-  if compgen -G "$wheels/*.whl" > /dev/null; then
-    "$python" -m pip install --quiet --no-index --no-deps "$wheels"/*.whl
-  else
-    echo "gpu-check: no wheels in bench/gpu-wheels (run bench/gpu-check.sh --prepare first): the image's transformers, no fla" >&2
-  fi
+  python="${GPU_CHECK_PYTHON:-python3}"
   device=cuda profile=qwen3.5-4b shape=qwen3.5-4b
   result="${OUT:-$root/bench/results}/gpu-check.json"
 fi
+if [[ -n ${GPU_CHECK_PYTHON:-} ]]; then
+  python=$GPU_CHECK_PYTHON
+  [[ -x $python ]] || { echo "gpu-check: GPU_CHECK_PYTHON=$python is not an executable" >&2; exit 2; }
+fi
+# The carried wheels laid over that interpreter: pip --target into a folder put first on PYTHONPATH, so they
+# shadow the image's older copies and the image's torch stays visible. Not a venv made with
+# --system-site-packages: the image's python3 is itself a venv's (/opt/torch/.venv), and a venv made from it
+# sees the base interpreter's site-packages, without torch. Here (--tiny) never flash-linear-attention:
+# transformers would send CPU tensors to its Triton kernels.
+wheel_dir="${GPU_CHECK_WHEELS:-$wheels}"
+carried=()
+for w in "$wheel_dir"/*.whl; do
+  [[ -e $w ]] || continue
+  case "$mode:$(basename "$w")" in tiny:fla_core-* | tiny:flash_linear_attention-*) continue ;; esac
+  carried+=("$w")
+done
+site=""
+if (( ${#carried[@]} )); then
+  "$python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir \
+    --target "$work/site" "${carried[@]}"
+  site="$work/site:"
+elif [[ $mode == gpu ]]; then
+  echo "gpu-check: no wheels in $wheel_dir (run bench/gpu-check.sh --prepare first): the image's transformers, no fla" >&2
+fi
 mkdir -p "$(dirname "$result")" "$work/model"
-export PYTHONPATH="$root/python" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export PYTHONPATH="$site$root/python" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export GPU_CHECK_CARRIED="${carried[*]##*/}"
 setup_s=$(( $(date +%s) - started ))
+
+# Each carried wheel is the copy that imports, beside the interpreter's own torch; else stop here, not minutes in.
+"$python" - <<'EOF'
+import os, sys
+from importlib import metadata
+import torch
+bad = []
+for w in os.environ["GPU_CHECK_CARRIED"].split():
+    name, version = w.split("-")[:2]
+    seen = metadata.version(name)
+    if seen != version:
+        bad.append(f"{name} {version} carried, {seen} imports")
+if bad:
+    sys.exit("gpu-check: the carried wheels do not shadow the interpreter's own: " + "; ".join(bad))
+print(f"gpu-check: {sys.executable} (Python {sys.version.split()[0]}), torch {torch.__version__}, "
+      f"{len(os.environ['GPU_CHECK_CARRIED'].split())} carried wheels over it", file=sys.stderr)
+EOF
 
 # The model's config.json (the tiny generator's, at the profile's shape) and the preflight worker's config.
 "$python" - "$root" "$work" "$profile" "$device" "$shape" <<'EOF'
@@ -108,7 +145,10 @@ def v(n):
     except metadata.PackageNotFoundError:
         return None
 out = {"schema": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": mode,
-       "versions": {n: v(n) for n in ("torch", "transformers", "triton", "flash-linear-attention", "fla-core")},
+       "python": {"executable": sys.executable, "version": sys.version.split()[0]},
+       "versions": {n: v(n) for n in ("torch", "numpy", "transformers", "huggingface_hub", "triton",
+                                      "flash-linear-attention", "fla-core")},
+       "carried": os.environ["GPU_CHECK_CARRIED"].split(),
        "seconds": {"setup": int(setup_s), "preflight": int(preflight_s), "builtin": int(builtin_s)},
        "host": {"mem_available_bytes": mem["MemAvailable"], "mem_total_bytes": mem["MemTotal"],
                 "disk_free_bytes": st.f_bavail * st.f_frsize, "disk_path": root},

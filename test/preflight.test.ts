@@ -5,7 +5,7 @@
  * python/tests/hub_server.py --spec), and too little GPU memory for the 4B's distillation (decide() on the
  * 4B's shape).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -168,22 +168,51 @@ describe('on tiny (CPU)', () => {
   });
 });
 
+/** A minimal pure-Python wheel of `dist` at `version` (one empty module), written with the venv's zipfile. */
+function writeWheel(dir: string, dist: string, version: string): void {
+  const script = `
+import sys, zipfile
+d, dist, v = sys.argv[1:]
+info = f"{dist}-{v}.dist-info"
+with zipfile.ZipFile(f"{d}/{dist}-{v}-py3-none-any.whl", "w") as z:
+    z.writestr(f"{dist}/__init__.py", "")
+    z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\\nName: {dist}\\nVersion: {v}\\n")
+    z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
+    z.writestr(f"{info}/RECORD", "")
+`;
+  execFileSync(join(VENV, 'bin', 'python'), ['-c', script, dir, dist, version]);
+}
+
+function gpuCheck(args: string[], env: Record<string, string>): Promise<Cli> {
+  return new Promise<Cli>((resolve) => {
+    const child = spawn('bash', [join(REPO, 'bench', 'gpu-check.sh'), ...args], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
 describe('bench/gpu-check.sh --tiny (the device check\'s dry run on this CPU)', () => {
-  test('writes one JSON result that preflight --facts decides from, with the built-in burst row', async () => {
+  test('writes one JSON result that preflight --facts decides from, with the built-in burst row; carried wheels lie over the interpreter\'s own', async () => {
     const out = join(base, 'gpu-check');
-    const env = { ...baseEnv(), OUT: out };
-    const sh = await new Promise<Cli>((resolve) => {
-      const child = spawn('bash', [join(REPO, 'bench', 'gpu-check.sh'), '--tiny'], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      child.once('close', (code) => resolve({ code, stdout, stderr }));
-    });
+    // The carried wheels go over the interpreter (a venv's, as the device image's python3 is) with its torch still
+    // visible. iniconfig is in the workers' venv at another version and nothing the check runs imports it, so the
+    // run shows the carried copy shadows the venv's; fla_core is never carried on a CPU.
+    const wheels = join(base, 'gpu-wheels');
+    mkdirSync(wheels);
+    writeWheel(wheels, 'iniconfig', '99.0.0');
+    writeWheel(wheels, 'fla_core', '0.0.1');
+    const sh = await gpuCheck(['--tiny'], { ...baseEnv(), OUT: out, GPU_CHECK_WHEELS: wheels });
     expect(sh.code, sh.stderr).toBe(0);
+    expect(sh.stderr).toMatch(/^gpu-check: .*\/bin\/python \(Python 3\.\d+\.\d+\), torch \S+, 1 carried wheels over it$/m);
     const file = join(out, 'gpu-check-tiny.json');
     const result = JSON.parse(readFileSync(file, 'utf8'));
     expect(result).toMatchObject({ schema: 1, mode: 'tiny', builtin: { tiny: true, requests: 16 } });
+    expect(result.carried).toEqual(['iniconfig-99.0.0-py3-none-any.whl']);
+    expect(result.versions['fla-core']).toBeNull();
+    expect(result.python.executable).toBe(join(VENV, 'bin', 'python'));
     expect(result.facts.mini.depths).toHaveLength(2);
     expect(result.facts.mini.depths[0].generate.steps).toBe(16);
     const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts'), '--facts', file, '--json'], baseEnv());
@@ -195,6 +224,13 @@ describe('bench/gpu-check.sh --tiny (the device check\'s dry run on this CPU)', 
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/^preflight: --facts .*package\.json is not a gpu-check result: /m);
   }, 600_000);
+
+  test('an interpreter named by GPU_CHECK_PYTHON that is not there: exit 2 at once, naming it', async () => {
+    const sh = await gpuCheck(['--tiny'], { ...baseEnv(), OUT: join(base, 'gpu-check-none'), GPU_CHECK_PYTHON: join(base, 'no-python') });
+    expect(sh.code).toBe(2);
+    expect(sh.stderr).toMatch(/^gpu-check: GPU_CHECK_PYTHON=.*no-python is not an executable$/m);
+    expect(existsSync(join(base, 'gpu-check-none'))).toBe(false);
+  });
 });
 
 /** The qwen3.5-4b shape (DESIGN.md section 4) with distillation figures on the line PLAN.md section 3's table fits. */

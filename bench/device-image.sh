@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# bench/device-image.sh: bench/gpu-check.sh's dry run (--tiny) through a copy, built on this CPU, of the lent
+# GPU's Python set (its image: Python 3.12 in a venv, torch 2.11.0, numpy 2.5.2, transformers 5.17.0, triton 3.6.0,
+# safetensors 0.8.0, tokenizers 0.23.2, huggingface_hub 1.33.0), with the carried wheels of bench/gpu-wheels laid
+# over it as on the GPU (without flash-linear-attention, which needs a GPU). It shows before a device run is
+# spent that the check's code imports and runs on the image's versions. PyPI's torch 2.11 is a CUDA 13 build:
+# about 4.8 GB in .ternforge/bench/device-image, once. Result: bench/results/gpu-check-device-image.json.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv="$root/.ternforge/bench/device-image"
+uv="$root/.ternforge/venv/bin/uv"
+py312=${PYTHON312:-$(command -v python3.12 || ls /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -1)}
+[[ -x $uv ]] || { echo "device-image: no $uv (run npx tsx pipeline.ts python-env first)" >&2; exit 2; }
+[[ -n $py312 && -x $py312 ]] || { echo "device-image: no Python 3.12 found (set PYTHON312)" >&2; exit 2; }
+# built once; .complete marks an install that finished (an interrupted one is rebuilt)
+if [[ ! -e $venv/.complete ]]; then
+  rm -rf "$venv"
+  "$uv" venv -q -p "$py312" "$venv"
+  "$uv" pip install -q --python "$venv/bin/python" torch==2.11.0 numpy==2.5.2 transformers==5.17.0 triton==3.6.0 \
+    safetensors==0.8.0 tokenizers==0.23.2 huggingface_hub==1.33.0 pip \
+    jinja2 psutil pyarrow einops  # also in the image, at versions KINDS.md does not give
+  touch "$venv/.complete"
+fi
+compgen -G "$root/bench/gpu-wheels/*.whl" > /dev/null || bash "$root/bench/gpu-check.sh" --prepare
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+GPU_CHECK_PYTHON="$venv/bin/python" OUT="$out" bash "$root/bench/gpu-check.sh" --tiny
+mkdir -p "$root/bench/results"
+mv "$out/gpu-check-tiny.json" "$root/bench/results/gpu-check-device-image.json"
+echo "device-image: bench/results/gpu-check-device-image.json"

@@ -9,10 +9,12 @@
 # The GPU run installs bench/gpu-wheels/ (carried beside the tree: flash-linear-attention, fla-core, einops,
 # transformers 5.24 and the few wheels it needs newer than the image's; about 24 MB) over the image's own python3
 # and torch (pip --target, first on PYTHONPATH), then runs the preflight worker (python/ternforge/preflight.py)
-# with the qwen3.5-4b profile's quantize section on a random model of the real config (no checkpoint, no hub), and bench/gpu-builtin.py (16 requests,
-# GPU_CHECK_TOKENS new tokens each, default 1024: a measured shorter decode, labelled as such; the 4096-token
-# burst is extrapolated from its step times by the preflight's report). One JSON result: $OUT/gpu-check.json
-# on the device tool, else bench/results/gpu-check[-tiny].json. Render its table here with
+# with the qwen3.5-4b profile's quantize section on a random model of the real config (no checkpoint, no hub),
+# and bench/gpu-builtin.py (16 requests, GPU_CHECK_TOKENS new tokens each, default 1024: a measured shorter
+# decode, labelled as such; the 4096-token burst is extrapolated from its step times by the preflight's report).
+# One JSON result: $OUT/gpu-check.json on the device tool, else bench/results/gpu-check[-tiny].json, and beside
+# it each part's own output as it is written (.events.jsonl, .preflight.log, .builtin.json, .builtin.log), which
+# comes back even from a run cut off at its limit. Render its table here with
 #   npx tsx pipeline.ts preflight --profile qwen3.5-4b --facts bench/results/gpu-check.json
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -119,24 +121,32 @@ cfg = {"device": device, "quantize": q, "hub": [], "model_config_dir": str(Path(
 (Path(work) / "preflight.json").write_text(json.dumps(cfg))
 EOF
 
+# Each part writes beside the result as it goes (a run cut off at its limit still brings back what finished) and
+# runs under its own limit, so a slow preflight still leaves the built-in engine its turn; the device tool's
+# limit should be about GPU_CHECK_PREFLIGHT_S + GPU_CHECK_BUILTIN_S + 60 s (defaults: 300 + 130 + 60 = 490 s).
+export PYTHONUNBUFFERED=1
+part="${result%.json}"
+rm -f "$part".events.jsonl "$part".preflight.log "$part".builtin.json "$part".builtin.log
 t=$(date +%s)
-"$python" -m ternforge preflight --config "$work/preflight.json" > "$work/events.jsonl"
+preflight_rc=0
+timeout "${GPU_CHECK_PREFLIGHT_S:-300}" "$python" -m ternforge preflight --config "$work/preflight.json" \
+  > "$part.events.jsonl" 2> >(tee "$part.preflight.log" >&2) || preflight_rc=$?
 preflight_s=$(( $(date +%s) - t ))
 
 t=$(date +%s)
-if [[ $mode == tiny ]]; then
-  "$python" "$root/bench/gpu-builtin.py" --tiny --out "$work/builtin.json" > "$work/builtin.log"
-else
-  "$python" "$root/bench/gpu-builtin.py" --tokens "${GPU_CHECK_TOKENS:-1024}" --out "$work/builtin.json" > "$work/builtin.log"
-fi
+builtin_rc=0
+if [[ $mode == tiny ]]; then tokens=(--tiny); else tokens=(--tokens "${GPU_CHECK_TOKENS:-1024}"); fi
+timeout "${GPU_CHECK_BUILTIN_S:-130}" "$python" "$root/bench/gpu-builtin.py" "${tokens[@]}" --out "$part.builtin.json" \
+  > "$part.builtin.log" 2>&1 || builtin_rc=$?
 builtin_s=$(( $(date +%s) - t ))
 
-"$python" - "$work" "$result" "$mode" "$root" "$setup_s" "$preflight_s" "$builtin_s" <<'EOF'
+"$python" - "$part" "$result" "$mode" "$root" "$setup_s" "$preflight_s" "$builtin_s" "$preflight_rc" "$builtin_rc" <<'EOF'
 import json, os, sys, time
 from importlib import metadata
-work, result, mode, root, setup_s, preflight_s, builtin_s = sys.argv[1:]
-events = [json.loads(line) for line in open(os.path.join(work, "events.jsonl")) if line.startswith("{")]
-facts = next(e for e in events if e.get("event") == "result")["facts"]
+part, result, mode, root, setup_s, preflight_s, builtin_s, preflight_rc, builtin_rc = sys.argv[1:]
+events = [json.loads(line) for line in open(part + ".events.jsonl") if line.startswith("{")]
+facts = next((e["facts"] for e in events if e.get("event") == "result"), None)
+builtin = json.load(open(part + ".builtin.json")) if os.path.exists(part + ".builtin.json") else None
 mem = {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in open("/proc/meminfo")) if k in ("MemAvailable", "MemTotal")}
 st = os.statvfs(root)
 def v(n):
@@ -150,12 +160,16 @@ out = {"schema": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()
                                       "flash-linear-attention", "fla-core")},
        "carried": os.environ["GPU_CHECK_CARRIED"].split(),
        "seconds": {"setup": int(setup_s), "preflight": int(preflight_s), "builtin": int(builtin_s)},
+       # 124: cut off at its GPU_CHECK_*_S limit; the part's events or log beside this file say how far it got
+       "exit_codes": {"preflight": int(preflight_rc), "builtin": int(builtin_rc)},
        "host": {"mem_available_bytes": mem["MemAvailable"], "mem_total_bytes": mem["MemTotal"],
                 "disk_free_bytes": st.f_bavail * st.f_frsize, "disk_path": root},
-       "facts": facts, "builtin": json.load(open(os.path.join(work, "builtin.json")))}
+       "facts": facts, "builtin": builtin}
 with open(result + ".tmp", "w") as f:
     json.dump(out, f, indent=2)
 os.replace(result + ".tmp", result)
-print(json.dumps({"result": result, **out["seconds"], "kernels_fast_path": facts["kernels"]["fast_path"],
-                  "builtin_tok_s": out["builtin"]["tok_s"]}))
+print(json.dumps({"result": result, **out["seconds"], **{f"{k}_exit": v for k, v in out["exit_codes"].items()},
+                  "kernels_fast_path": facts and facts["kernels"]["fast_path"],
+                  "builtin_tok_s": builtin and builtin["tok_s"]}))
+sys.exit(1 if facts is None or builtin is None or any(out["exit_codes"].values()) else 0)
 EOF

@@ -213,6 +213,10 @@ describe('bench/gpu-check.sh --tiny (the device check\'s dry run on this CPU)', 
     expect(result.carried).toEqual(['iniconfig-99.0.0-py3-none-any.whl']);
     expect(result.versions['fla-core']).toBeNull();
     expect(result.python.executable).toBe(join(VENV, 'bin', 'python'));
+    expect(result.exit_codes).toEqual({ preflight: 0, builtin: 0 });
+    for (const part of ['events.jsonl', 'preflight.log', 'builtin.json', 'builtin.log']) expect(existsSync(join(out, `gpu-check-tiny.${part}`)), part).toBe(true);
+    // each mini-run's figures as it lands: what a run cut off later still brings back
+    expect(readFileSync(join(out, 'gpu-check-tiny.preflight.log'), 'utf8')).toMatch(/^preflight: at 4 layers: \{"layers": 4, /m);
     expect(result.facts.mini.depths).toHaveLength(2);
     expect(result.facts.mini.depths[0].generate.steps).toBe(16);
     const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts'), '--facts', file, '--json'], baseEnv());
@@ -223,6 +227,17 @@ describe('bench/gpu-check.sh --tiny (the device check\'s dry run on this CPU)', 
     const bad = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts'), '--facts', join(REPO, 'package.json')], baseEnv());
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/^preflight: --facts .*package\.json is not a gpu-check result: /m);
+  }, 600_000);
+
+  test('a preflight cut off at its limit: the built-in engine still runs, the result says 124 and has no facts, exit 1', async () => {
+    const out = join(base, 'gpu-check-cut');
+    const sh = await gpuCheck(['--tiny'], { ...baseEnv(), OUT: out, GPU_CHECK_WHEELS: join(base, 'no-wheels'), GPU_CHECK_PREFLIGHT_S: '1' });
+    expect(sh.code, sh.stderr).toBe(1);
+    const result = JSON.parse(readFileSync(join(out, 'gpu-check-tiny.json'), 'utf8'));
+    expect(result).toMatchObject({ exit_codes: { preflight: 124, builtin: 0 }, facts: null, carried: [], builtin: { tiny: true, requests: 16 } });
+    const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts-cut'), '--facts', join(out, 'gpu-check-tiny.json')], baseEnv());
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/is not a gpu-check result: /);
   }, 600_000);
 
   test('an interpreter named by GPU_CHECK_PYTHON that is not there: exit 2 at once, naming it', async () => {

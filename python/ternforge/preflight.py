@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import json
 import shutil
 import subprocess
 import time
@@ -417,9 +418,12 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     for layers in (per, 2 * per):
         log(f"preflight: mini-runs at {layers} layers ({', '.join(sorted(phases - {'gptq'}))})")
         depths.append(depth_run(text, family, layers, q, device, phases - {"gptq"}, int(config.get("gen_tokens", 16))))
+        # each measurement as it lands, so a run cut off later still shows what it measured (bench/gpu-check.sh)
+        log(f"preflight: at {layers} layers: {json.dumps(depths[-1])}")
     mini: dict[str, Any] = {"depths": depths, "gptq": None}
     if "gptq" in phases:
         log("preflight: GPTQ of one layer of each kind")
         mini["gptq"] = gptq_run(text, family, q, device, int(config.get("gptq_tokens", 1 << 20)))
+        log(f"preflight: GPTQ: {json.dumps(mini['gptq'])}")
     facts["mini"] = mini
     return {"facts": facts}

@@ -28,3 +28,18 @@ GPU_CHECK_PYTHON="$venv/bin/python" OUT="$out" bash "$root/bench/gpu-check.sh" -
 mkdir -p "$root/bench/results"
 mv "$out/gpu-check-tiny.json" "$root/bench/results/gpu-check-device-image.json"
 echo "device-image: bench/results/gpu-check-device-image.json"
+# The GPU run's own path (every carried wheel, fla in the preflight's folder) as far as a CPU takes it: the
+# overlay, the shadow check, the kernels' selection, then no CUDA device (exit 1, the built-in bench exit 2).
+rc=0
+GPU_CHECK_PYTHON="$venv/bin/python" OUT="$out" bash "$root/bench/gpu-check.sh" || rc=$?
+"$venv/bin/python" - "$out/gpu-check.json" "$rc" <<'PY'
+import json, sys
+r, rc = json.load(open(sys.argv[1])), int(sys.argv[2])
+k = r["facts"]["kernels"]
+ok = rc == 1 and r["exit_codes"] == {"preflight": 0, "builtin": 2} and k["fast_path"] and r["facts"]["mini"] is None
+print(f"device-image: GPU path on this CPU: exit {rc}, kernels {k['selected']}, fast path {k['fast_path']}: "
+      f"{'as expected' if ok else 'NOT as expected'}")
+sys.exit(0 if ok else 1)
+PY
+mv "$out/gpu-check.json" "$root/bench/results/gpu-check-device-image-gpu-path.json"
+echo "device-image: bench/results/gpu-check-device-image-gpu-path.json"

@@ -14,6 +14,7 @@ grader's 300 s for the whole burst. Writes the numbers as JSON to --out when giv
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -139,6 +140,9 @@ def main() -> int:
     result = {
         "device": str(device), "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "torch": torch.__version__, "transformers": transformers.__version__, "tiny": args.tiny,
+        # the submission's serving set has no flash-linear-attention, so its built-in engine decodes with
+        # transformers' own PyTorch delta rule; bench/gpu-check.sh runs this without fla for that reason
+        "flash_linear_attention": importlib.util.find_spec("fla") is not None,
         "params": n_params, "dtype": str(dtype), "requests": args.requests, "tokens_per_request": tokens,
         "prompt_len": args.prompt_len, "build_s": round(build_s, 2), "wall_s": round(wall, 2),
         "tokens": total, "tok_s": round(total / wall, 1), "steps": len(step_s),

@@ -67,30 +67,39 @@ fi
 # The carried wheels laid over that interpreter: pip --target into a folder put first on PYTHONPATH, so they
 # shadow the image's older copies and the image's torch stays visible. Not a venv made with
 # --system-site-packages: the image's python3 is itself a venv's (/opt/torch/.venv), and a venv made from it
-# sees the base interpreter's site-packages, without torch. Here (--tiny) never flash-linear-attention:
-# transformers would send CPU tensors to its Triton kernels.
+# sees the base interpreter's site-packages, without torch. flash-linear-attention goes in a folder of its own,
+# on the path of the preflight only: the CUDA workers' set has it, the submission's serving set (whose built-in
+# engine gpu-builtin.py measures) does not. Here (--tiny) never fla: transformers would send CPU tensors to its
+# Triton kernels.
 wheel_dir="${GPU_CHECK_WHEELS:-$wheels}"
-carried=()
+carried=() fla=()
 for w in "$wheel_dir"/*.whl; do
   [[ -e $w ]] || continue
-  case "$mode:$(basename "$w")" in tiny:fla_core-* | tiny:flash_linear_attention-*) continue ;; esac
-  carried+=("$w")
+  case "$mode:$(basename "$w")" in
+    tiny:fla_core-* | tiny:flash_linear_attention-*) ;;
+    *:fla_core-* | *:flash_linear_attention-*) fla+=("$w") ;;
+    *) carried+=("$w") ;;
+  esac
 done
-site=""
-if (( ${#carried[@]} )); then
+site="" fla_site=""
+overlay() {  # $1: the target folder, then the wheels
+  local target=$1; shift
   "$python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir \
-    --target "$work/site" "${carried[@]}"
-  site="$work/site:"
-elif [[ $mode == gpu ]]; then
+    --target "$target" "$@"
+}
+if (( ${#carried[@]} )); then overlay "$work/site" "${carried[@]}"; site="$work/site:"; fi
+if (( ${#fla[@]} )); then overlay "$work/site-fla" "${fla[@]}"; fla_site="$work/site-fla:"; fi
+if [[ $mode == gpu ]] && (( ${#carried[@]} + ${#fla[@]} == 0 )); then
   echo "gpu-check: no wheels in $wheel_dir (run bench/gpu-check.sh --prepare first): the image's transformers, no fla" >&2
 fi
 mkdir -p "$(dirname "$result")" "$work/model"
 export PYTHONPATH="$site$root/python" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export GPU_CHECK_CARRIED="${carried[*]##*/}"
+all=("${carried[@]}" "${fla[@]}")
+export GPU_CHECK_CARRIED="${all[*]##*/}"
 setup_s=$(( $(date +%s) - started ))
 
 # Each carried wheel is the copy that imports, beside the interpreter's own torch; else stop here, not minutes in.
-"$python" - <<'EOF'
+PYTHONPATH="$fla_site$PYTHONPATH" "$python" - <<'EOF'
 import os, sys
 from importlib import metadata
 import torch
@@ -129,7 +138,7 @@ part="${result%.json}"
 rm -f "$part".events.jsonl "$part".preflight.log "$part".builtin.json "$part".builtin.log
 t=$(date +%s)
 preflight_rc=0
-timeout "${GPU_CHECK_PREFLIGHT_S:-300}" "$python" -m ternforge preflight --config "$work/preflight.json" \
+PYTHONPATH="$fla_site$PYTHONPATH" timeout "${GPU_CHECK_PREFLIGHT_S:-300}" "$python" -m ternforge preflight --config "$work/preflight.json" \
   > "$part.events.jsonl" 2> >(tee "$part.preflight.log" >&2) || preflight_rc=$?
 preflight_s=$(( $(date +%s) - t ))
 
@@ -140,7 +149,7 @@ timeout "${GPU_CHECK_BUILTIN_S:-130}" "$python" "$root/bench/gpu-builtin.py" "${
   > "$part.builtin.log" 2>&1 || builtin_rc=$?
 builtin_s=$(( $(date +%s) - t ))
 
-"$python" - "$part" "$result" "$mode" "$root" "$setup_s" "$preflight_s" "$builtin_s" "$preflight_rc" "$builtin_rc" <<'EOF'
+PYTHONPATH="$fla_site$PYTHONPATH" "$python" - "$part" "$result" "$mode" "$root" "$setup_s" "$preflight_s" "$builtin_s" "$preflight_rc" "$builtin_rc" <<'EOF'
 import json, os, sys, time
 from importlib import metadata
 part, result, mode, root, setup_s, preflight_s, builtin_s, preflight_rc, builtin_rc = sys.argv[1:]

@@ -224,6 +224,14 @@ describe('bench/gpu-check.sh --tiny (the device check\'s dry run on this CPU)', 
     const report = JSON.parse(r.stdout) as PreflightReport;
     expect(report.source).toBe(file);
     expect(row(report, 'built-in engine burst')).toMatchObject({ status: 'go', needed: '16 x 64 tokens in 300 s' });
+    // the same file where the built-in bench was cut off at its limit: a no-go row that says so, not a crash
+    const cut = join(out, 'gpu-check-cut-builtin.json');
+    writeFileSync(cut, JSON.stringify({ ...result, builtin: null, exit_codes: { preflight: 0, builtin: 124 } }));
+    const rc = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts'), '--facts', cut, '--json'], baseEnv());
+    expect(rc.stderr).not.toMatch(/TypeError/);
+    expect(row(JSON.parse(rc.stdout) as PreflightReport, 'built-in engine burst')).toMatchObject({
+      status: 'no-go', measured: 'no result', detail: expect.stringMatching(/^bench\/gpu-builtin\.py left no result \(exit 124: cut off at its GPU_CHECK_BUILTIN_S limit\); its \.builtin\.log beside /),
+    });
     const bad = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts'), '--facts', join(REPO, 'package.json')], baseEnv());
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/^preflight: --facts .*package\.json is not a gpu-check result: /m);

@@ -172,7 +172,7 @@ async function measure(ctx: CommandContext, o: Options, fm: FetchModelParams): P
 
 /** A file bench/gpu-check.sh wrote on a lent GPU: its facts and host, checked against the worker's schema. */
 function fromFile(path: string): Measured | number {
-  let raw: { facts?: unknown; host?: HostFacts; seconds?: { preflight?: number }; builtin?: BuiltinBench };
+  let raw: { facts?: unknown; host?: HostFacts; seconds?: { preflight?: number }; builtin?: BuiltinBench | null; exit_codes?: { builtin?: number } };
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch (e) {
@@ -184,7 +184,12 @@ function fromFile(path: string): Measured | number {
     process.stderr.write(`preflight: --facts ${path} is not a gpu-check result: ${[...errors, ...(raw.host === undefined ? ['no host'] : [])].join('; ')}\n`);
     return 2;
   }
-  return { facts: raw.facts as PreflightFacts, host: raw.host, seconds: raw.seconds?.preflight ?? 0, ...(raw.builtin !== undefined ? { builtin: raw.builtin } : {}) };
+  // null: gpu-check ran the built-in engine's bench and it left no result (its .builtin.log beside the file says why)
+  const code = raw.exit_codes?.builtin;
+  const builtin: BuiltinBench | undefined = raw.builtin === null
+    ? { error: `bench/gpu-builtin.py left no result (exit ${code ?? 'unknown'}${code === 124 ? ': cut off at its GPU_CHECK_BUILTIN_S limit' : ''}); its .builtin.log beside ${path} says why` }
+    : raw.builtin;
+  return { facts: raw.facts as PreflightFacts, host: raw.host, seconds: raw.seconds?.preflight ?? 0, ...(builtin !== undefined ? { builtin } : {}) };
 }
 
 /** The grader's burst: 16 requests of 4096 tokens, 300 s each (DESIGN.md), as far as the profile's smoke-serve section says otherwise. */

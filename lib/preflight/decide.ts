@@ -53,7 +53,7 @@ export interface DecideInput {
   /** What the eval stage will ask (command.ts evalPlan). */
   eval?: { requests: number; concurrency: number; maxTokens: number; models: number; realSplits: string[] };
   /** bench/gpu-builtin.py's result, where the facts came from bench/gpu-check.sh. */
-  builtin?: { gpu: string | null; requests: number; tokens_per_request: number; wall_s: number; tok_s: number; step_ms_at_full_batch: { mean: number; p50: number; max: number } };
+  builtin?: { gpu: string | null; requests: number; tokens_per_request: number; wall_s: number; tok_s: number; step_ms_at_full_batch: { mean: number; p50: number; max: number } } | { error: string };
 }
 
 export interface Decision {
@@ -204,7 +204,9 @@ export function decide(i: DecideInput): Decision {
     `checkpoint x3 (hub cache, store, interchange: ${gb(model)} each)${distills ? ` + 2 distillation checkpoints (${gb(ckpt)} each, one renamed over the other)` : ''} + calibration ${gb(i.calibrationBytes)}${i.servingWheels ? ` + serving wheels ${gb(SERVING_WHEELS_BYTES)}` : ''}`);
 
   // the built-in engine's decode of the grader's burst (the fallback when vLLM cannot start)
-  if (i.builtin !== undefined && i.burst !== undefined) {
+  if (i.builtin !== undefined && 'error' in i.builtin) {
+    row('built-in engine burst', 'no-go', 'no result', i.burst !== undefined ? `${i.burst.concurrency} x ${i.burst.max_tokens} tokens in ${i.burst.deadline_s} s` : '-', i.builtin.error);
+  } else if (i.builtin !== undefined && i.burst !== undefined) {
     const b = i.builtin;
     const scaled = b.wall_s * (i.burst.max_tokens / b.tokens_per_request);
     const measured = `${b.requests} x ${b.tokens_per_request} tokens in ${duration(b.wall_s)} on ${b.gpu ?? 'cpu'} (step ${b.step_ms_at_full_batch.mean.toFixed(1)} ms mean)`;

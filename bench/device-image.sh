@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# bench/device-image.sh: bench/gpu-check.sh's dry run (--tiny) through a copy, built on this CPU, of the lent
-# GPU's Python set (its image: Python 3.12 in a venv, torch 2.11.0, numpy 2.5.2, transformers 5.17.0, triton 3.6.0,
-# safetensors 0.8.0, tokenizers 0.23.2, huggingface_hub 1.33.0), with the carried wheels of bench/gpu-wheels laid
-# over it as on the GPU (without flash-linear-attention, which needs a GPU). It shows before a device run is
-# spent that the check's code imports and runs on the image's versions. PyPI's torch 2.11 is a CUDA 13 build:
-# about 4.8 GB in .ternforge/bench/device-image, once. Result: bench/results/gpu-check-device-image.json.
+# bench/device-image.sh: bench/gpu-check.sh through a copy, built on this CPU, of the lent GPU's Python set (its
+# image: Python 3.12 in a venv, torch 2.11.0, numpy 2.5.2, transformers 5.17.0, triton 3.6.0, safetensors 0.8.0,
+# tokenizers 0.23.2, huggingface_hub 1.33.0), with the carried wheels of bench/gpu-wheels laid over it as on the
+# GPU. First the dry run (--tiny, no fla), then the GPU run's own path as far as a CPU takes it (fla selected, no
+# CUDA device). It shows before a device run is spent that the check's code installs, imports and runs on the
+# image's versions. PyPI's torch 2.11 is a CUDA 13 build: about 4.8 GB in .ternforge/bench/device-image, once.
+# Results: bench/results/gpu-check-device-image.json and gpu-check-device-image-gpu-path.json.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.ternforge/bench/device-image"

@@ -56,7 +56,7 @@ if [[ $mode == tiny ]]; then
   device=cpu profile=tiny shape=tiny
   result="${OUT:-$root/bench/results}/gpu-check-tiny.json"
 else
-  python="${GPU_CHECK_PYTHON:-python3}"
+  python=python3
   device=cuda profile=qwen3.5-4b shape=qwen3.5-4b
   result="${OUT:-$root/bench/results}/gpu-check.json"
 fi
@@ -153,7 +153,12 @@ PYTHONPATH="$fla_site$PYTHONPATH" "$python" - "$part" "$result" "$mode" "$root" 
 import json, os, sys, time
 from importlib import metadata
 part, result, mode, root, setup_s, preflight_s, builtin_s, preflight_rc, builtin_rc = sys.argv[1:]
-events = [json.loads(line) for line in open(part + ".events.jsonl") if line.startswith("{")]
+def parsed(line):  # a worker cut off at its limit may leave its last line half-written
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return {}
+events = [parsed(line) for line in open(part + ".events.jsonl") if line.startswith("{")]
 facts = next((e["facts"] for e in events if e.get("event") == "result"), None)
 builtin = json.load(open(part + ".builtin.json")) if os.path.exists(part + ".builtin.json") else None
 mem = {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in open("/proc/meminfo")) if k in ("MemAvailable", "MemTotal")}

@@ -26,14 +26,16 @@ interface Cli {
   stdout: string;
   stderr: string;
 }
-function run(cmd: string[], env: Record<string, string>): Promise<Cli> {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...cmd], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+/** A real process in the repository root: its exit code and everything it printed. */
+function spawnCli(file: string, args: string[], env: Record<string, string>): Promise<Cli> {
+  const child = spawn(file, args, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
 }
+const run = (cmd: string[], env: Record<string, string>): Promise<Cli> => spawnCli(process.execPath, ['--import', 'tsx', ...cmd], env);
 const baseEnv = (): Record<string, string> => ({ ...(process.env as Record<string, string>), TERNFORGE_VENV: VENV, HF_HUB_DISABLE_TELEMETRY: '1', HF_HOME: join(base, 'hf') });
 const row = (r: PreflightReport, check: string) => r.checks.find((c) => c.check === check);
 
@@ -183,16 +185,7 @@ with zipfile.ZipFile(f"{d}/{dist}-{v}-py3-none-any.whl", "w") as z:
   execFileSync(join(VENV, 'bin', 'python'), ['-c', script, dir, dist, version]);
 }
 
-function gpuCheck(args: string[], env: Record<string, string>): Promise<Cli> {
-  return new Promise<Cli>((resolve) => {
-    const child = spawn('bash', [join(REPO, 'bench', 'gpu-check.sh'), ...args], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const gpuCheck = (args: string[], env: Record<string, string>): Promise<Cli> => spawnCli('bash', [join(REPO, 'bench', 'gpu-check.sh'), ...args], env);
 
 describe('bench/gpu-check.sh --tiny (the device check\'s dry run on this CPU)', () => {
   test('writes one JSON result that preflight --facts decides from, with the built-in burst row; carried wheels lie over the interpreter\'s own', async () => {

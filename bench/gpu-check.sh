@@ -14,7 +14,8 @@
 # decode, labelled as such; the 4096-token burst is extrapolated from its step times by the preflight's report).
 # One JSON result: $OUT/gpu-check.json on the device tool, else bench/results/gpu-check[-tiny].json, and beside
 # it each part's own output as it is written (.events.jsonl, .preflight.log, .builtin.json, .builtin.log), which
-# comes back even from a run cut off at its limit. Render its table here with
+# comes back even from a run cut off at its limit; a preflight cut off leaves the facts of its last `partial` event
+# (facts_complete false), which --facts renders with a no-go row saying so. Render its table here with
 #   npx tsx pipeline.ts preflight --profile qwen3.5-4b --facts bench/results/gpu-check.json
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -160,6 +161,9 @@ def parsed(line):  # a worker cut off at its limit may leave its last line half-
         return {}
 events = [parsed(line) for line in open(part + ".events.jsonl") if line.startswith("{")]
 facts = next((e["facts"] for e in events if e.get("event") == "result"), None)
+complete = facts is not None
+if not complete:  # cut off or failed: the facts as its last `partial` event left them (the device, the depths done)
+    facts = next((e["facts"] for e in reversed(events) if e.get("event") == "partial"), None)
 builtin = json.load(open(part + ".builtin.json")) if os.path.exists(part + ".builtin.json") else None
 mem = {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in open("/proc/meminfo")) if k in ("MemAvailable", "MemTotal")}
 st = os.statvfs(root)
@@ -178,12 +182,13 @@ out = {"schema": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()
        "exit_codes": {"preflight": int(preflight_rc), "builtin": int(builtin_rc)},
        "host": {"mem_available_bytes": mem["MemAvailable"], "mem_total_bytes": mem["MemTotal"],
                 "disk_free_bytes": st.f_bavail * st.f_frsize, "disk_path": root},
-       "facts": facts, "builtin": builtin}
+       # false: the preflight left no result and `facts` is its last partial event (or null without one)
+       "facts_complete": complete, "facts": facts, "builtin": builtin}
 with open(result + ".tmp", "w") as f:
     json.dump(out, f, indent=2)
 os.replace(result + ".tmp", result)
 print(json.dumps({"result": result, **out["seconds"], **{f"{k}_exit": v for k, v in out["exit_codes"].items()},
-                  "kernels_fast_path": facts and facts["kernels"]["fast_path"],
+                  "facts_complete": complete, "kernels_fast_path": facts and facts["kernels"]["fast_path"],
                   "builtin_tok_s": builtin and builtin["tok_s"]}))
-sys.exit(1 if facts is None or builtin is None or any(out["exit_codes"].values()) else 0)
+sys.exit(1 if not complete or builtin is None or any(out["exit_codes"].values()) else 0)
 EOF

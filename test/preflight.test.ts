@@ -74,6 +74,21 @@ describe('on tiny (CPU)', () => {
     tinyConfig = readFileSync(join(workdir, '.ternforge', 'tiny', 'fetch-model', 'outputs', 'model', 'config.json'), 'utf8');
   }, 600_000);
 
+  test('a distillation step that runs out of memory: a no-go row naming the allocator error, the other mini-runs still measured', async () => {
+    const workdir = join(base, 'tiny');
+    // a real allocator refusal: 10^10 rows of 64 tokens are 5.1 TB of token ids
+    const big = '10000000000';
+    const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', workdir, '--set', `quantize.kd.batch_size=${big}`, '--set', `quantize.kd.micro_batch=${big}`, '--json'], baseEnv());
+    expect(r.code, r.stderr).toBe(1);
+    const rep = JSON.parse(r.stdout) as PreflightReport;
+    expect(row(rep, 'host memory (distillation)')).toMatchObject({ status: 'no-go', measured: 'out of memory at 4 layers', detail: expect.stringMatching(/can't allocate memory.*; lower quantize\.kd\.micro_batch/) });
+    expect(rep.facts.mini!.failures).toEqual([expect.objectContaining({ phase: 'distill', layers: 4, kind: 'out_of_memory' })]);
+    // not tried again at 8 layers; the forward and GPTQ still measured, the distillation left unprojected
+    expect(rep.facts.mini!.depths.map((d) => [d.layers, d.distill === undefined, d.forward !== undefined])).toEqual([[4, true, true], [8, true, true]]);
+    expect(rep.phases.find((p) => p.phase === 'distillation')!.seconds).toBeNull();
+    expect(rep.phases.find((p) => p.phase === 'sequential GPTQ')!.seconds).toBeGreaterThan(0);
+  }, 600_000);
+
   test('a CUDA device asked for on a machine without one: no-go, naming the device and the kernels it would lack', async () => {
     const workdir = join(base, 'tiny');
     const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', workdir, '--set', 'quantize.device=cuda', '--no-mini'], { ...baseEnv(), CC: join(base, 'no-such-cc') });
@@ -225,6 +240,16 @@ describe('bench/gpu-check.sh --tiny (the device check\'s dry run on this CPU)', 
     expect(row(JSON.parse(rc.stdout) as PreflightReport, 'built-in engine burst')).toMatchObject({
       status: 'no-go', measured: 'no result', detail: expect.stringMatching(/^bench\/gpu-builtin\.py left no result \(exit 124: cut off at its GPU_CHECK_BUILTIN_S limit\); its \.builtin\.log beside /),
     });
+    // a preflight cut off after its first depth: the facts of its last partial event then, and a no-go row that says so
+    const partials = readFileSync(join(out, 'gpu-check-tiny.events.jsonl'), 'utf8').split('\n').filter((l) => l.includes('"event": "partial"')).map((l) => JSON.parse(l));
+    expect(partials.map((e) => e.facts.mini?.depths.length ?? null)).toEqual([null, 0, 1, 2]);
+    const partial = join(out, 'gpu-check-cut-preflight.json');
+    writeFileSync(partial, JSON.stringify({ ...result, facts_complete: false, facts: partials[2].facts, exit_codes: { preflight: 124, builtin: 0 } }));
+    const rp = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts'), '--facts', partial, '--json'], baseEnv());
+    expect(rp.code, rp.stderr).toBe(1);
+    const rep = JSON.parse(rp.stdout) as PreflightReport;
+    expect(row(rep, 'preflight')).toMatchObject({ status: 'no-go', measured: 'cut off', detail: expect.stringMatching(/^the preflight worker left no result \(exit 124: cut off at its GPU_CHECK_PREFLIGHT_S limit\)/) });
+    expect(rep.phases.find((p) => p.phase === 'distillation')!.seconds).toBeNull();
     const bad = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts'), '--facts', join(REPO, 'package.json')], baseEnv());
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/^preflight: --facts .*package\.json is not a gpu-check result: /m);
@@ -235,7 +260,7 @@ describe('bench/gpu-check.sh --tiny (the device check\'s dry run on this CPU)', 
     const sh = await gpuCheck(['--tiny'], { ...baseEnv(), OUT: out, GPU_CHECK_WHEELS: join(base, 'no-wheels'), GPU_CHECK_PREFLIGHT_S: '1' });
     expect(sh.code, sh.stderr).toBe(1);
     const result = JSON.parse(readFileSync(join(out, 'gpu-check-tiny.json'), 'utf8'));
-    expect(result).toMatchObject({ exit_codes: { preflight: 124, builtin: 0 }, facts: null, carried: [], builtin: { tiny: true, requests: 16 } });
+    expect(result).toMatchObject({ exit_codes: { preflight: 124, builtin: 0 }, facts_complete: false, facts: null, carried: [], builtin: { tiny: true, requests: 16 } });
     const r = await run([join(REPO, 'pipeline.ts'), 'preflight', '--profile', 'tiny', '--workdir', join(base, 'facts-cut'), '--facts', join(out, 'gpu-check-tiny.json')], baseEnv());
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/is not a gpu-check result: /);

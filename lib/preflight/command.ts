@@ -124,6 +124,8 @@ interface Measured {
   host: HostFacts;
   seconds: number;
   builtin?: BuiltinBench;
+  /** Why the facts are not the worker's whole result (a gpu-check file whose preflight was cut off). */
+  incomplete?: string;
 }
 
 /** Build what the worker needs, run it on this machine, add the host. */
@@ -172,7 +174,7 @@ async function measure(ctx: CommandContext, o: Options, fm: FetchModelParams): P
 
 /** A file bench/gpu-check.sh wrote on a lent GPU: its facts and host, checked against the worker's schema. */
 function fromFile(path: string): Measured | number {
-  let raw: { facts?: unknown; host?: HostFacts; seconds?: { preflight?: number }; builtin?: BuiltinBench | null; exit_codes?: { builtin?: number } };
+  let raw: { facts?: unknown; facts_complete?: boolean; host?: HostFacts; seconds?: { preflight?: number }; builtin?: BuiltinBench | null; exit_codes?: { preflight?: number; builtin?: number } };
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch (e) {
@@ -189,7 +191,12 @@ function fromFile(path: string): Measured | number {
   const builtin: BuiltinBench | undefined = raw.builtin === null
     ? { error: `bench/gpu-builtin.py left no result (exit ${code ?? 'unknown'}${code === 124 ? ': cut off at its GPU_CHECK_BUILTIN_S limit' : ''}); its .builtin.log beside ${path} says why` }
     : raw.builtin;
-  return { facts: raw.facts as PreflightFacts, host: raw.host, seconds: raw.seconds?.preflight ?? 0, ...(builtin !== undefined ? { builtin } : {}) };
+  // false: the preflight was cut off or failed, and the facts are those of its last partial event
+  const pc = raw.exit_codes?.preflight;
+  const incomplete = raw.facts_complete === false
+    ? `the preflight worker left no result (exit ${pc ?? 'unknown'}${pc === 124 ? ': cut off at its GPU_CHECK_PREFLIGHT_S limit' : ''}): these are the facts of its last partial event; its .preflight.log beside ${path} says where it stopped`
+    : undefined;
+  return { facts: raw.facts as PreflightFacts, host: raw.host, seconds: raw.seconds?.preflight ?? 0, ...(builtin !== undefined ? { builtin } : {}), ...(incomplete !== undefined ? { incomplete } : {}) };
 }
 
 /** The grader's burst: 16 requests of 4096 tokens, 300 s each (DESIGN.md), as far as the profile's smoke-serve section says otherwise. */
@@ -232,6 +239,7 @@ export const preflightCommand: ExtraCommand = {
       host: m.host,
       facts: m.facts,
       ...(m.builtin !== undefined ? { builtin: m.builtin } : {}),
+      ...(m.incomplete !== undefined ? { incomplete: m.incomplete } : {}),
       ...(sec['eval'] !== undefined ? { eval: evalPlan(ctx.root, sec['eval'] as unknown as EvalParams, sec['fetch-eval'] as unknown as FetchEvalParams | undefined) } : {}),
       ...(sec['smoke-serve'] !== undefined ? { burst: burstOf(sec['smoke-serve'] as { concurrency?: number; max_tokens?: number; deadline_s?: number }) } : {}),
     });

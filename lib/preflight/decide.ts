@@ -8,7 +8,7 @@
  * y(L) = y1 + (y2 - y1) / (d2 - d1) * (L - d1), with the slope held at >= 0 (noise on a small model can make it
  * negative). That separates the per-layer cost from what does not grow with depth (embedding, head, Python).
  */
-import type { PreflightFacts, Depth, ResolvedQuantize } from '../../schemas/generated/preflight-result.ts';
+import type { PreflightFacts, Depth, MiniFailure, ResolvedQuantize } from '../../schemas/generated/preflight-result.ts';
 
 export type Status = 'go' | 'no-go' | 'warn' | 'skip';
 
@@ -52,6 +52,8 @@ export interface DecideInput {
   burst?: { concurrency: number; max_tokens: number; deadline_s: number };
   /** What the eval stage will ask (command.ts evalPlan). */
   eval?: { requests: number; concurrency: number; maxTokens: number; models: number; realSplits: string[] };
+  /** Why the facts are partial: the preflight of a bench/gpu-check.sh run was cut off or failed (a no-go row). */
+  incomplete?: string;
   /** bench/gpu-builtin.py's result, where the facts came from bench/gpu-check.sh. */
   builtin?: { gpu: string | null; requests: number; tokens_per_request: number; wall_s: number; tok_s: number; step_ms_at_full_batch: { mean: number; p50: number; max: number } } | { error: string };
 }
@@ -118,6 +120,17 @@ export function checkpointBytesOf(m: NonNullable<PreflightFacts['model']>, q: Re
   return 3 * ternary * latentBytes(q) + 3 * (ternary / q.group_size) * 4;
 }
 
+/** What each mini-run is, as its failure row names it. */
+function miniNeeds(phase: MiniFailure['phase'], q: ResolvedQuantize): string {
+  switch (phase) {
+    case 'build': return 'the teacher built at the real width';
+    case 'forward': return `a forward of ${q.calibration.batch_size} x ${q.calibration.seq_len} tokens`;
+    case 'generate': return "greedy generation at the teacher's answer batch";
+    case 'distill': return `a distillation step at micro-batch ${q.kd.micro_batch} x ${q.kd.seq_len}, ${q.kd.latent_dtype} latents`;
+    case 'gptq': return `GPTQ of one layer of each kind at calibration batch ${q.calibration.batch_size} x ${q.calibration.seq_len}`;
+  }
+}
+
 export function decide(i: DecideInput): Decision {
   const { facts } = i;
   const q = facts.quantize; // as the worker parsed it: every default filled in
@@ -130,6 +143,7 @@ export function decide(i: DecideInput): Decision {
   const gptq = q.method === 'gptq' || q.method === 'gptq+kd';
   const linearLayers = m === null ? 1 : (m.layers['linear_attention'] ?? 0); // unknown: as for Qwen3.5
 
+  if (i.incomplete !== undefined) row('preflight', 'no-go', 'cut off', 'the whole preflight', i.incomplete);
   // the device and its drivers
   if (!cuda) row('device', 'go', `cpu (torch ${t.version})`, `quantize.device ${q.device}`);
   else if (!t.cuda_available) row('device', 'no-go', `no CUDA device (torch ${t.version}, CUDA build ${t.cuda_build ?? 'none'})`, `quantize.device ${q.device}`, 'torch.cuda.is_available() is False: wrong machine, no driver, or a CPU build of torch in the workers\' environment');
@@ -177,6 +191,7 @@ export function decide(i: DecideInput): Decision {
 
   // memory
   const depths = facts.mini?.depths ?? [];
+  const failures = facts.mini?.failures ?? [];
   const L = m.layer_count;
   const steady = atDepth(depths, L, (d) => d.distill?.steady_bytes);
   const peak = atDepth(depths, L, (d) => d.distill?.peak_bytes);
@@ -193,8 +208,18 @@ export function decide(i: DecideInput): Decision {
     const hostNeed = (cuda ? ckpt : need + ckpt) + HOST_RESERVE_BYTES;
     row('host memory', hostNeed <= i.host.mem_available_bytes ? 'go' : 'no-go', `${gb(i.host.mem_available_bytes)} available of ${gb(i.host.mem_total_bytes)}`, gb(hostNeed),
       `${cuda ? '' : `the run (${gb(need)}) + `}the checkpoint's copy in host memory (${gb(ckpt)}) + ${gb(HOST_RESERVE_BYTES)} reserve`);
-  } else if (distills) {
+  } else if (distills && !failures.some((f) => f.phase === 'distill' || f.phase === 'build')) {
     row('memory', 'skip', 'not measured', '-', 'the distillation mini-run did not run');
+  }
+
+  // the mini-runs that raised: what the run itself would meet, found in minutes instead of hours in
+  for (const f of failures) {
+    const oom = f.kind === 'out_of_memory';
+    const check = f.phase === 'distill' && oom ? `${cuda ? 'gpu' : 'host'} memory (distillation)` : `mini-run ${f.phase}`;
+    const hint = oom && f.phase === 'distill'
+      ? `; lower quantize.kd.micro_batch (${q.kd.micro_batch} now, it must divide kd.batch_size ${q.kd.batch_size})${q.kd.latent_dtype !== 'bfloat16' ? ' or set quantize.kd.latent_dtype=bfloat16 (PLAN.md section 3)' : ''}`
+      : oom && f.phase === 'gptq' ? `; lower quantize.calibration.batch_size (${q.calibration.batch_size} now)` : '';
+    row(check, 'no-go', `${oom ? 'out of memory' : 'failed'}${f.layers !== null ? ` at ${f.layers} layers` : ''}`, miniNeeds(f.phase, q), f.error + hint);
   }
 
   // disk: the hub cache and the store copy of the checkpoint, the interchange, two checkpoints for a moment, calibration, wheels

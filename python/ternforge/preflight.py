@@ -18,6 +18,10 @@ table and the projected times, with the thresholds in one place). The facts:
   the float forward, the teacher's greedy generation at the answer batch, a distillation step at the
   profile's micro-batch with its checkpointing, chunked head and latent dtype (time, steady and peak memory),
   and GPTQ of one layer of each kind over the profile's calibration tokens (capped by `gptq_tokens`).
+  A mini-run that fails (out of memory at the profile's micro-batch, a kernel that does not build) is recorded in
+  `mini.failures` with its phase, depth and message, and is not tried again at the second depth; every other
+  fact is still reported. After each mini-run the facts so far go out as a `partial` event, so a run killed at
+  a time limit (bench/gpu-check.sh) still leaves the device, the kernels and the depths that finished.
 Memory is CUDA's allocator statistics on a GPU and the resident set (VmRSS, VmHWM reset through
 /proc/self/clear_refs) on the CPU.
 """
@@ -36,7 +40,7 @@ from typing import Any
 import torch
 
 from . import kernels
-from .events import log
+from .events import emit, log
 from .quant.config import QuantizeConfig, parse
 from .quant.memprobe import absmean_student, eligible, rss_kib
 from .quant.model import DTYPES
@@ -168,6 +172,20 @@ class Meter:
         return rss_kib("VmHWM") * 1024
 
 
+MINI_PHASES = ("build", "forward", "generate", "distill", "gptq")
+
+
+def failure(phase: str, layers: int | None, e: BaseException) -> dict[str, Any]:
+    """One failed mini-run as the facts record it (schemas/workers/preflight-result.schema.json MiniFailure):
+    out of memory (CUDA's allocator, the CPU allocator, Python's MemoryError) or any other error."""
+    text = str(e).strip()
+    oom = isinstance(e, (torch.OutOfMemoryError, MemoryError)) or any(
+        m in text for m in ("out of memory", "not enough memory", "can't allocate memory"))
+    first = text.splitlines()[0] if text else ""
+    return {"phase": phase, "layers": layers, "kind": "out_of_memory" if oom else "error",
+            "error": f"{type(e).__name__}: {first[:400]}"}
+
+
 def _timed(meter: Meter, fn) -> float:
     meter.sync()
     t = time.perf_counter()
@@ -193,8 +211,9 @@ def _free(meter: Meter) -> None:
 
 
 def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: str, what: set[str],
-              gen_tokens: int = 16) -> dict[str, Any]:
-    """One depth's measurements (see the module docstring); each figure is for `layers` decoder layers."""
+              gen_tokens: int = 16, failures: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One depth's measurements (see the module docstring); each figure is for `layers` decoder layers. A phase
+    that raises is appended to `failures` (see failure()) and leaves its figure out; the others still run."""
     from .quant.chatdata import ANSWER_BATCH
     from .quant.distill import distill, tuned_floats
 
@@ -203,15 +222,34 @@ def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: st
     dtype = DTYPES[q.dtype]
     vocab = int(text.vocab_size)
     out: dict[str, Any] = {"layers": layers}
+    failed = failures if failures is not None else []
     g = torch.Generator().manual_seed(1)
-    teacher = _build(text, family, layers, device, dtype)
-    if "forward" in what:
+
+    def attempt(phase: str, fn) -> bool:
+        try:
+            result = fn()
+        except Exception as e:  # recorded, not raised: the preflight's point is to say what would fail
+            failed.append(failure(phase, layers, e))
+            log(f"preflight: {phase} at {layers} layers failed: {failed[-1]['error']}")
+            result = None
+        _free(meter)
+        if result is not None and phase != "build":
+            out[phase] = result
+        return result is not None
+
+    models: dict[str, torch.nn.Module] = {}
+    if not attempt("build", lambda: models.setdefault("teacher", _build(text, family, layers, device, dtype))):
+        return out
+    teacher = models.pop("teacher")
+
+    def forward() -> dict[str, Any]:
         ids = torch.randint(0, vocab, (cal.batch_size, cal.seq_len), generator=g).to(device)
         with torch.no_grad():
             teacher.config.use_cache = False
             teacher(input_ids=ids[:, :8])  # warm-up: kernels compile and load here
-            out["forward"] = {"tokens": ids.numel(), "seconds": _timed(meter, lambda: teacher(input_ids=ids))}
-    if "generate" in what:
+            return {"tokens": ids.numel(), "seconds": _timed(meter, lambda: teacher(input_ids=ids))}
+
+    def generate() -> dict[str, Any]:
         prompt = torch.randint(0, vocab, (ANSWER_BATCH, GEN_PROMPT), generator=g).to(device)
         teacher.config.use_cache = True
 
@@ -222,8 +260,9 @@ def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: st
         gen(2)
         # decode steps alone: a run of n+1 new tokens less a run of 1 (the prefill and the first token)
         t_long, t_one = _timed(meter, lambda: gen(gen_tokens + 1)), _timed(meter, lambda: gen(1))
-        out["generate"] = {"batch": ANSWER_BATCH, "steps": gen_tokens, "seconds_per_step": max(t_long - t_one, 1e-9) / gen_tokens}
-    if "distill" in what:
+        return {"batch": ANSWER_BATCH, "steps": gen_tokens, "seconds_per_step": max(t_long - t_one, 1e-9) / gen_tokens}
+
+    def distill_step() -> dict[str, Any]:
         # Frozen only now: on the CPU, torch 2.13's bf16 linears with frozen weights run generate about 30x slower
         # and 15 GB larger at the 4B width (measured: 92 s against 3.4 s for 2 tokens at 4 layers); a GPU is indifferent.
         for p in teacher.parameters():
@@ -249,10 +288,13 @@ def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: st
 
         distill(teacher, student_model, student, seqs, step_cfg, on_step=after, tuned=tuned_floats(student_model, step_cfg))
         meter.sync()
-        out["distill"] = {"tokens": micro * kd.seq_len, "seconds": time.perf_counter() - marks["t"],
-                          "steady_bytes": int(marks["steady"]), "peak_bytes": meter.peak(),
-                          "latent_params": sum(t.U.numel() for t in student.values())}
-        del student_model, student
+        return {"tokens": micro * kd.seq_len, "seconds": time.perf_counter() - marks["t"],
+                "steady_bytes": int(marks["steady"]), "peak_bytes": meter.peak(),
+                "latent_params": sum(t.U.numel() for t in student.values())}
+
+    for phase, fn in (("forward", forward), ("generate", generate), ("distill", distill_step)):
+        if phase in what:
+            attempt(phase, fn)
     del teacher
     _free(meter)
     return out
@@ -405,6 +447,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     if not usable:
         log(f"preflight: no CUDA device for {device}: the kernels and mini-runs are skipped")
         return {"facts": facts}
+    emit("partial", facts=facts)  # the device, the toolchain and the shape, before the first kernel builds
     if kern["fast_path"]:
         try:
             facts["kernels"]["run"] = kernel_run(text, device, q.kd.seq_len)
@@ -414,16 +457,27 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     if not phases:
         return {"facts": facts}
     per = facts["model"]["period"]
-    depths = []
+    failures: list[dict[str, Any]] = []
+    mini: dict[str, Any] = {"depths": [], "gptq": None, "failures": failures}
+    facts["mini"] = mini
+    emit("partial", facts=facts)
     for layers in (per, 2 * per):
-        log(f"preflight: mini-runs at {layers} layers ({', '.join(sorted(phases - {'gptq'}))})")
-        depths.append(depth_run(text, family, layers, q, device, phases - {"gptq"}, int(config.get("gen_tokens", 16))))
+        # a phase that failed at the first depth would fail again, deeper: not tried twice
+        todo = (phases - {"gptq"}) - {f["phase"] for f in failures}
+        if any(f["phase"] == "build" for f in failures) or not todo:
+            break
+        log(f"preflight: mini-runs at {layers} layers ({', '.join(sorted(todo))})")
+        mini["depths"].append(depth_run(text, family, layers, q, device, todo, int(config.get("gen_tokens", 16)), failures))
         # each measurement as it lands, so a run cut off later still shows what it measured (bench/gpu-check.sh)
-        log(f"preflight: at {layers} layers: {json.dumps(depths[-1])}")
-    mini: dict[str, Any] = {"depths": depths, "gptq": None}
+        log(f"preflight: at {layers} layers: {json.dumps(mini['depths'][-1])}")
+        emit("partial", facts=facts)
     if "gptq" in phases:
         log("preflight: GPTQ of one layer of each kind")
-        mini["gptq"] = gptq_run(text, family, q, device, int(config.get("gptq_tokens", 1 << 20)))
-        log(f"preflight: GPTQ: {json.dumps(mini['gptq'])}")
-    facts["mini"] = mini
+        try:
+            mini["gptq"] = gptq_run(text, family, q, device, int(config.get("gptq_tokens", 1 << 20)))
+            log(f"preflight: GPTQ: {json.dumps(mini['gptq'])}")
+        except Exception as e:
+            failures.append(failure("gptq", per, e))
+            log(f"preflight: GPTQ failed: {failures[-1]['error']}")
+        _free(Meter(device))
     return {"facts": facts}

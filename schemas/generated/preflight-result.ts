@@ -102,10 +102,12 @@ export interface PreflightFacts {
   };
   mini: null | {
     /**
-     * @minItems 2
+     * The depths measured: one and two periods of the layer pattern; fewer where the teacher could not be built, or where no phase but GPTQ was asked for.
+     *
+     * @minItems 0
      * @maxItems 2
      */
-    depths: [Depth, Depth];
+    depths: [] | [Depth] | [Depth, Depth];
     gptq: null | {
       tokens: number;
       kinds: {
@@ -116,6 +118,10 @@ export interface PreflightFacts {
         };
       };
     };
+    /**
+     * The mini-runs that raised, each recorded once (a phase failed at the first depth is not tried at the second). Absent in results written before it existed.
+     */
+    failures?: MiniFailure[];
   };
   model_error: string | null;
 }
@@ -185,4 +191,22 @@ export interface Depth {
     peak_bytes: number;
     latent_params: number;
   };
+}
+/**
+ * A mini-run that raised (python/ternforge/preflight.py failure()).
+ */
+export interface MiniFailure {
+  /**
+   * build: the teacher at this depth could not be made
+   */
+  phase: 'build' | 'forward' | 'generate' | 'distill' | 'gptq';
+  layers: number | null;
+  /**
+   * out_of_memory: CUDA's allocator, the CPU allocator or Python's MemoryError
+   */
+  kind: 'out_of_memory' | 'error';
+  /**
+   * The exception's type and the first line of its message.
+   */
+  error: string;
 }

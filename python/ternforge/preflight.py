@@ -172,9 +172,6 @@ class Meter:
         return rss_kib("VmHWM") * 1024
 
 
-MINI_PHASES = ("build", "forward", "generate", "distill", "gptq")
-
-
 def failure(phase: str, layers: int | None, e: BaseException) -> dict[str, Any]:
     """One failed mini-run as the facts record it (schemas/workers/preflight-result.schema.json MiniFailure):
     out of memory (CUDA's allocator, the CPU allocator, Python's MemoryError) or any other error."""
@@ -225,7 +222,7 @@ def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: st
     failed = failures if failures is not None else []
     g = torch.Generator().manual_seed(1)
 
-    def attempt(phase: str, fn) -> bool:
+    def attempt(phase: str, fn) -> None:
         try:
             result = fn()
         except Exception as e:  # recorded, not raised: the preflight's point is to say what would fail
@@ -233,14 +230,16 @@ def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: st
             log(f"preflight: {phase} at {layers} layers failed: {failed[-1]['error']}")
             result = None
         _free(meter)
-        if result is not None and phase != "build":
+        if result is not None:
             out[phase] = result
-        return result is not None
 
-    models: dict[str, torch.nn.Module] = {}
-    if not attempt("build", lambda: models.setdefault("teacher", _build(text, family, layers, device, dtype))):
+    try:
+        teacher = _build(text, family, layers, device, dtype)
+    except Exception as e:  # the second depth is then not tried (main)
+        failed.append(failure("build", layers, e))
+        log(f"preflight: build at {layers} layers failed: {failed[-1]['error']}")
+        _free(meter)
         return out
-    teacher = models.pop("teacher")
 
     def forward() -> dict[str, Any]:
         ids = torch.randint(0, vocab, (cal.batch_size, cal.seq_len), generator=g).to(device)

@@ -183,6 +183,12 @@ def failure(phase: str, layers: int | None, e: BaseException) -> dict[str, Any]:
             "error": f"{type(e).__name__}: {first[:400]}"}
 
 
+def record(failures: list[dict[str, Any]], phase: str, layers: int | None, e: BaseException) -> None:
+    """Append the failure of a mini-run to `failures` and say it in the log."""
+    failures.append(failure(phase, layers, e))
+    log(f"preflight: {phase} at {layers} layers failed: {failures[-1]['error']}")
+
+
 def _timed(meter: Meter, fn) -> float:
     meter.sync()
     t = time.perf_counter()
@@ -208,7 +214,7 @@ def _free(meter: Meter) -> None:
 
 
 def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: str, what: set[str],
-              gen_tokens: int = 16, failures: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+              failures: list[dict[str, Any]], gen_tokens: int = 16) -> dict[str, Any]:
     """One depth's measurements (see the module docstring); each figure is for `layers` decoder layers. A phase
     that raises is appended to `failures` (see failure()) and leaves its figure out; the others still run."""
     from .quant.chatdata import ANSWER_BATCH
@@ -219,15 +225,13 @@ def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: st
     dtype = DTYPES[q.dtype]
     vocab = int(text.vocab_size)
     out: dict[str, Any] = {"layers": layers}
-    failed = failures if failures is not None else []
     g = torch.Generator().manual_seed(1)
 
     def attempt(phase: str, fn) -> None:
         try:
             result = fn()
         except Exception as e:  # recorded, not raised: the preflight's point is to say what would fail
-            failed.append(failure(phase, layers, e))
-            log(f"preflight: {phase} at {layers} layers failed: {failed[-1]['error']}")
+            record(failures, phase, layers, e)
             result = None
         _free(meter)
         if result is not None:
@@ -236,8 +240,7 @@ def depth_run(text: Any, family: str, layers: int, q: QuantizeConfig, device: st
     try:
         teacher = _build(text, family, layers, device, dtype)
     except Exception as e:  # the second depth is then not tried (main)
-        failed.append(failure("build", layers, e))
-        log(f"preflight: build at {layers} layers failed: {failed[-1]['error']}")
+        record(failures, "build", layers, e)
         _free(meter)
         return out
 
@@ -466,7 +469,7 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
         if any(f["phase"] == "build" for f in failures) or not todo:
             break
         log(f"preflight: mini-runs at {layers} layers ({', '.join(sorted(todo))})")
-        mini["depths"].append(depth_run(text, family, layers, q, device, todo, int(config.get("gen_tokens", 16)), failures))
+        mini["depths"].append(depth_run(text, family, layers, q, device, todo, failures, int(config.get("gen_tokens", 16))))
         # each measurement as it lands, so a run cut off later still shows what it measured (bench/gpu-check.sh)
         log(f"preflight: at {layers} layers: {json.dumps(mini['depths'][-1])}")
         emit("partial", facts=facts)
@@ -476,7 +479,6 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
             mini["gptq"] = gptq_run(text, family, q, device, int(config.get("gptq_tokens", 1 << 20)))
             log(f"preflight: GPTQ: {json.dumps(mini['gptq'])}")
         except Exception as e:
-            failures.append(failure("gptq", per, e))
-            log(f"preflight: GPTQ failed: {failures[-1]['error']}")
+            record(failures, "gptq", per, e)
         _free(Meter(device))
     return {"facts": facts}
